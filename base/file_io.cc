@@ -1,0 +1,99 @@
+#include "base/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+
+#include <absl/strings/str_cat.h>
+
+#include "base/paths.h"
+#include "base/unique_fd.h"
+
+namespace stagehand {
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    return ErrnoStatus(errno, absl::StrCat("open '", path, "'"));
+  }
+  std::string out;
+  std::array<char, 8192> buf{};
+  while (true) {
+    ssize_t n = read(fd.Get(), buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return ErrnoStatus(errno, absl::StrCat("read '", path, "'"));
+    }
+    if (n == 0) {
+      break;
+    }
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
+  return out;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd) {
+    return ErrnoStatus(errno, absl::StrCat("create '", tmp, "'"));
+  }
+  if (fchmod(fd.Get(), mode) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("chmod '", tmp, "'"));
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = write(fd.Get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return ErrnoStatus(errno, absl::StrCat("write '", tmp, "'"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd.Get()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fsync '", tmp, "'"));
+  }
+  fd.Reset();
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("rename '", tmp, "'"));
+  }
+  UniqueFd dir(open(ParentDir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir) {
+    (void)fsync(dir.Get());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirs(const std::string& path, mode_t mode) {
+  if (path.empty() || path == "/") {
+    return absl::OkStatus();
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(absl::StrCat("'", path, "' exists and is not a directory"));
+  }
+  SH_RETURN_IF_ERROR(MakeDirs(ParentDir(path), mode));
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, absl::StrCat("mkdir '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoveFileIfExists(const std::string& path) {
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("unlink '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stagehand

@@ -1,0 +1,571 @@
+#define FUSE_USE_VERSION 34
+
+#include "iscsi/fuse_lun_server.h"
+
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+#include <absl/cleanup/cleanup.h>
+#include <absl/strings/str_cat.h>
+
+#include "base/paths.h"
+#include "base/unique_fd.h"
+#include "iscsi/iscsi_handles.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+constexpr fuse_ino_t kRootIno = FUSE_ROOT_ID;
+constexpr fuse_ino_t kLunIno = 2;
+constexpr int kTickSeconds = 1;
+constexpr int kNopEveryTicks = 5;
+constexpr int kMaxNopsInFlight = 3;
+constexpr int kMaxRetriesPerRequest = 1000;
+
+}  // namespace
+
+// One FUSE read or write on its way through iSCSI. Owned by the libiscsi task's private data
+// while in flight, by the retry queue while parked.
+struct IoRequest {
+  fuse_req_t req = nullptr;
+  bool write = false;
+  bool flush = false;
+  uint64_t lba = 0;
+  uint32_t blocks = 0;
+  size_t slice_offset = 0;  // Reads: where the requested bytes start in the aligned buffer.
+  size_t slice_length = 0;  // Reads: requested bytes; writes: bytes acknowledged.
+  std::vector<uint8_t> data;  // Writes: the payload (copied out of the FUSE buffer).
+  int retries = 0;
+  FuseLunServer::Impl* server = nullptr;
+};
+
+struct FuseLunServer::Impl {
+  FuseLunServerOptions options;
+  iscsi_context* ctx = nullptr;  // Owned; null while reconnecting.
+  fuse_session* session = nullptr;
+  bool mounted = false;
+  size_t portal_index = 0;
+  ServerStatus status;
+  bool need_reconnect = false;
+  bool failed_closed = false;
+  int ticks = 0;
+  size_t inflight = 0;
+  std::deque<std::unique_ptr<IoRequest>> parked;
+
+  ~Impl() {
+    if (session != nullptr) {
+      if (mounted) {
+        fuse_session_unmount(session);
+      }
+      fuse_session_destroy(session);
+    }
+    if (ctx != nullptr) {
+      (void)iscsi_logout_sync(ctx);
+      DestroyContext();
+    }
+  }
+
+  // Destroying a context runs the callbacks of its commands with SCSI_STATUS_CANCELLED; they
+  // park themselves (see OnTaskDone), so `ctx` is cleared first.
+  void DestroyContext() {
+    iscsi_context* old = std::exchange(ctx, nullptr);
+    if (old != nullptr) {
+      (void)iscsi_destroy_context(old);
+    }
+  }
+
+  uint64_t CapacityBytes() const { return options.capacity.Bytes(); }
+  uint32_t BlockSize() const { return options.capacity.block_size; }
+
+  void Publish(ServerState state, std::string message) {
+    status.state = state;
+    status.message = std::move(message);
+    status.portal = options.login.portal.ToString();
+    status.capacity_bytes = CapacityBytes();
+    if (options.on_status) {
+      options.on_status(status);
+    }
+  }
+
+  void Submit(std::unique_ptr<IoRequest> r) {
+    if (failed_closed) {
+      fuse_reply_err(r->req, EIO);
+      return;
+    }
+    if (ctx == nullptr) {
+      parked.push_back(std::move(r));
+      return;
+    }
+    IoRequest* raw = r.get();
+    scsi_task* task = nullptr;
+    const int lun = static_cast<int>(options.login.lun);
+    if (raw->flush) {
+      task = iscsi_synchronizecache10_task(ctx, lun, 0, 0, 0, 0, &OnTaskDone, raw);
+    } else if (raw->write) {
+      task = iscsi_write16_task(ctx, lun, raw->lba, raw->data.data(),
+                                static_cast<uint32_t>(raw->data.size()), BlockSize(), 0, 0, 0, 0,
+                                0, &OnTaskDone, raw);
+    } else {
+      task = iscsi_read16_task(ctx, lun, raw->lba, raw->blocks * BlockSize(), BlockSize(), 0, 0,
+                               0, 0, 0, &OnTaskDone, raw);
+    }
+    if (task == nullptr) {
+      // Could not even queue it: the context is unusable. Park and reconnect.
+      parked.push_back(std::move(r));
+      need_reconnect = true;
+      return;
+    }
+    ++inflight;
+    (void)r.release();  // Owned by the task's private data until OnTaskDone.
+  }
+
+  static bool IsUnitAttention(scsi_task* task) {
+    return task->status == SCSI_STATUS_CHECK_CONDITION &&
+           task->sense.key == SCSI_SENSE_UNIT_ATTENTION;
+  }
+
+  static void OnTaskDone(iscsi_context* /*ctx*/, int status, void* command_data,
+                         void* private_data) {
+    ScsiTask task(static_cast<scsi_task*>(command_data));
+    std::unique_ptr<IoRequest> r(static_cast<IoRequest*>(private_data));
+    Impl* self = r->server;
+    --self->inflight;
+    if (status == SCSI_STATUS_GOOD) {
+      self->Reply(*r, task.get());
+      return;
+    }
+    const bool transient = status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
+                           status == SCSI_STATUS_BUSY || status == SCSI_STATUS_TASK_SET_FULL ||
+                           status == SCSI_STATUS_ERROR ||
+                           (task && IsUnitAttention(task.get()));
+    if (transient && ++r->retries < kMaxRetriesPerRequest) {
+      if (status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
+          status == SCSI_STATUS_ERROR) {
+        self->need_reconnect = true;
+      }
+      self->parked.push_back(std::move(r));
+      return;
+    }
+    fuse_reply_err(r->req, EIO);
+  }
+
+  void Reply(IoRequest& r, scsi_task* task) {
+    if (r.flush) {
+      fuse_reply_err(r.req, 0);
+    } else if (r.write) {
+      fuse_reply_write(r.req, r.slice_length);
+    } else {
+      const size_t have = task->datain.size > 0 ? static_cast<size_t>(task->datain.size) : 0;
+      if (have < r.slice_offset + r.slice_length) {
+        fuse_reply_err(r.req, EIO);
+        return;
+      }
+      fuse_reply_buf(r.req, reinterpret_cast<const char*>(task->datain.data) + r.slice_offset,
+                     r.slice_length);
+    }
+  }
+
+  void ResubmitParked() {
+    std::deque<std::unique_ptr<IoRequest>> todo;
+    todo.swap(parked);
+    for (auto& r : todo) {
+      Submit(std::move(r));
+    }
+  }
+
+  void FailClosed(const std::string& why) {
+    failed_closed = true;
+    for (auto& r : parked) {
+      fuse_reply_err(r->req, EIO);
+    }
+    parked.clear();
+    Publish(ServerState::kIdentityMismatch, why);
+  }
+
+  // Logs in again, rotating through the portals, until it works, the LUN turns out to be a
+  // different one, or `stop_fd` fires. Returns false when stopping.
+  bool Reconnect(int stop_fd) {
+    need_reconnect = false;
+    DestroyContext();
+    Publish(ServerState::kReconnecting, "connection lost; logging in again");
+    int backoff_ms = 250;
+    size_t attempt = 0;
+    while (true) {
+      LoginParams params = options.login;
+      if (!options.portals.empty()) {
+        params.portal = options.portals[(portal_index + attempt) % options.portals.size()];
+      }
+      ++attempt;
+      auto conn = Connection::Login(params);
+      if (conn.ok()) {
+        auto identity = (*conn)->ReadIdentity();
+        if (identity.ok()) {
+          if (auto same = CheckSameLun(options.identity, *identity); !same.ok()) {
+            FailClosed(std::string(same.message()));
+            return true;
+          }
+          if (auto cap = (*conn)->ReadCapacity(); cap.ok() && cap->Bytes() >= CapacityBytes()) {
+            options.capacity = *cap;  // The LUN may have grown; never shrink under a filesystem.
+          }
+          options.login.portal = params.portal;
+          portal_index = (portal_index + attempt - 1) % std::max<size_t>(options.portals.size(), 1);
+          ctx = (*conn)->ReleaseContext();
+          ++status.reconnects;
+          Publish(ServerState::kUp, "reconnected");
+          ResubmitParked();
+          return true;
+        }
+      }
+      const std::string why = conn.ok() ? "cannot read LUN identity" : std::string(conn.status().message());
+      Publish(ServerState::kReconnecting, absl::StrCat("reconnect failed: ", why));
+      pollfd pfd{stop_fd, POLLIN, 0};
+      if (poll(&pfd, 1, backoff_ms) > 0) {
+        return false;
+      }
+      backoff_ms = std::min(backoff_ms * 2, 5000);
+    }
+  }
+
+  // FUSE operations. `fuse_req_userdata(req)` is the Impl.
+  static Impl* Self(fuse_req_t req) { return static_cast<Impl*>(fuse_req_userdata(req)); }
+
+  struct stat LunStat() const {
+    struct stat st {};
+    st.st_ino = kLunIno;
+    st.st_mode = S_IFREG | 0600;
+    st.st_nlink = 1;
+    st.st_size = static_cast<off_t>(CapacityBytes());
+    st.st_blksize = static_cast<blksize_t>(BlockSize());
+    st.st_blocks = static_cast<blkcnt_t>(CapacityBytes() / 512);
+    return st;
+  }
+
+  static void OpInit(void* /*userdata*/, fuse_conn_info* conn) {
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+    conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  }
+
+  static void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Impl* self = Self(req);
+    if (parent != kRootIno || self->options.file_name != name) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    fuse_entry_param e{};
+    e.ino = kLunIno;
+    e.attr = self->LunStat();
+    e.attr_timeout = 1.0;
+    e.entry_timeout = 1.0;
+    fuse_reply_entry(req, &e);
+  }
+
+  static void OpGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
+    Impl* self = Self(req);
+    if (ino == kRootIno) {
+      struct stat st {};
+      st.st_ino = kRootIno;
+      st.st_mode = S_IFDIR | 0700;
+      st.st_nlink = 2;
+      fuse_reply_attr(req, &st, 1.0);
+    } else if (ino == kLunIno) {
+      struct stat st = self->LunStat();
+      fuse_reply_attr(req, &st, 1.0);
+    } else {
+      fuse_reply_err(req, ENOENT);
+    }
+  }
+
+  static void OpOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    if (ino != kLunIno) {
+      fuse_reply_err(req, EISDIR);
+      return;
+    }
+    fi->direct_io = 1;  // No page cache in between: the loop device above caches already.
+    fi->keep_cache = 0;
+    fuse_reply_open(req, fi);
+  }
+
+  static void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                     fuse_file_info* /*fi*/) {
+    Impl* self = Self(req);
+    if (ino != kLunIno || off < 0) {
+      fuse_reply_err(req, EINVAL);
+      return;
+    }
+    const uint64_t cap = self->CapacityBytes();
+    const auto start = static_cast<uint64_t>(off);
+    if (start >= cap || size == 0) {
+      fuse_reply_buf(req, nullptr, 0);
+      return;
+    }
+    const uint64_t end = std::min<uint64_t>(start + size, cap);  // Clamp at the end of the LUN.
+    const uint64_t bs = self->BlockSize();
+    const uint64_t first = start / bs;
+    const uint64_t last = (end + bs - 1) / bs;  // Exclusive.
+    auto r = std::make_unique<IoRequest>();
+    r->req = req;
+    r->server = self;
+    r->lba = first;
+    r->blocks = static_cast<uint32_t>(last - first);
+    r->slice_offset = static_cast<size_t>(start - first * bs);
+    r->slice_length = static_cast<size_t>(end - start);
+    self->Submit(std::move(r));
+  }
+
+  static void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+                      fuse_file_info* /*fi*/) {
+    Impl* self = Self(req);
+    const uint64_t bs = self->BlockSize();
+    if (ino != kLunIno || off < 0) {
+      fuse_reply_err(req, EINVAL);
+      return;
+    }
+    const auto start = static_cast<uint64_t>(off);
+    // The loop device sends whole logical blocks (its block size is the LUN's). A partial-block
+    // write would need read-modify-write; refuse it rather than round.
+    if (start % bs != 0 || size % bs != 0) {
+      fuse_reply_err(req, EINVAL);
+      return;
+    }
+    const uint64_t cap = self->CapacityBytes();
+    if (start >= cap) {
+      fuse_reply_err(req, size == 0 ? 0 : ENOSPC);
+      return;
+    }
+    const uint64_t len = std::min<uint64_t>(size, cap - start);  // Short write at the end.
+    if (len == 0) {
+      fuse_reply_write(req, 0);
+      return;
+    }
+    auto r = std::make_unique<IoRequest>();
+    r->req = req;
+    r->server = self;
+    r->write = true;
+    r->lba = start / bs;
+    r->blocks = static_cast<uint32_t>(len / bs);
+    r->slice_length = static_cast<size_t>(len);
+    r->data.assign(reinterpret_cast<const uint8_t*>(buf),
+                   reinterpret_cast<const uint8_t*>(buf) + len);
+    self->Submit(std::move(r));
+  }
+
+  static void OpFsync(fuse_req_t req, fuse_ino_t /*ino*/, int /*datasync*/,
+                      fuse_file_info* /*fi*/) {
+    Impl* self = Self(req);
+    auto r = std::make_unique<IoRequest>();
+    r->req = req;
+    r->server = self;
+    r->flush = true;
+    self->Submit(std::move(r));
+  }
+
+  static void OpFlush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* /*fi*/) {
+    fuse_reply_err(req, 0);
+  }
+
+  static void OpRelease(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* /*fi*/) {
+    fuse_reply_err(req, 0);
+  }
+
+  static void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                        fuse_file_info* /*fi*/) {
+    Impl* self = Self(req);
+    if (ino != kRootIno) {
+      fuse_reply_err(req, ENOTDIR);
+      return;
+    }
+    std::vector<char> buf(size);
+    size_t used = 0;
+    struct Entry {
+      const char* name;
+      fuse_ino_t ino;
+      mode_t mode;
+    };
+    const Entry entries[] = {{".", kRootIno, S_IFDIR},
+                             {"..", kRootIno, S_IFDIR},
+                             {self->options.file_name.c_str(), kLunIno, S_IFREG}};
+    for (off_t i = off; i < 3; ++i) {
+      struct stat st {};
+      st.st_ino = entries[i].ino;
+      st.st_mode = entries[i].mode;
+      const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, entries[i].name,
+                                            &st, i + 1);
+      if (need > size - used) {
+        break;
+      }
+      used += need;
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  }
+
+  static void OpFallocate(fuse_req_t req, fuse_ino_t /*ino*/, int /*mode*/, off_t /*offset*/,
+                          off_t /*length*/, fuse_file_info* /*fi*/) {
+    fuse_reply_err(req, EOPNOTSUPP);
+  }
+
+  static fuse_lowlevel_ops Ops() {
+    fuse_lowlevel_ops ops{};
+    ops.init = &OpInit;
+    ops.lookup = &OpLookup;
+    ops.getattr = &OpGetattr;
+    ops.open = &OpOpen;
+    ops.read = &OpRead;
+    ops.write = &OpWrite;
+    ops.flush = &OpFlush;
+    ops.release = &OpRelease;
+    ops.fsync = &OpFsync;
+    ops.readdir = &OpReaddir;
+    ops.fallocate = &OpFallocate;
+    return ops;
+  }
+
+  // Drains every request the kernel has queued. Returns false once the mount is gone.
+  bool ServeFuse(fuse_buf& buf) {
+    while (true) {
+      const int res = fuse_session_receive_buf(session, &buf);
+      if (res == -EAGAIN || res == -EINTR) {
+        return true;
+      }
+      if (res <= 0 || fuse_session_exited(session) != 0) {
+        return false;
+      }
+      fuse_session_process_buf(session, &buf);
+    }
+  }
+
+  void OnTick() {
+    if (ctx == nullptr || failed_closed) {
+      return;
+    }
+    // libiscsi has no timers: command timeouts advance only in iscsi_service.
+    if (iscsi_service(ctx, 0) < 0) {
+      need_reconnect = true;
+      return;
+    }
+    if (++ticks % kNopEveryTicks == 0) {
+      if (iscsi_get_nops_in_flight(ctx) > kMaxNopsInFlight) {
+        need_reconnect = true;
+        return;
+      }
+      (void)iscsi_nop_out_async(ctx, nullptr, nullptr, 0, nullptr);
+    }
+  }
+};
+
+FuseLunServer::FuseLunServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+FuseLunServer::~FuseLunServer() = default;
+
+std::string FuseLunServer::LunPath() const {
+  return JoinPath(impl_->options.mountpoint, impl_->options.file_name);
+}
+
+absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
+    FuseLunServerOptions options, std::unique_ptr<Connection> connection) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->status.capacity_bytes = impl->CapacityBytes();
+  for (size_t i = 0; i < impl->options.portals.size(); ++i) {
+    if (impl->options.portals[i] == impl->options.login.portal) {
+      impl->portal_index = i;
+    }
+  }
+  const std::string fsname = "-ofsname=stagehand,subtype=iscsi";
+  std::vector<char*> argv = {const_cast<char*>("stagehand-session"),
+                             const_cast<char*>(fsname.c_str())};
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  const fuse_lowlevel_ops ops = Impl::Ops();
+  impl->session = fuse_session_new(&args, &ops, sizeof(ops), impl.get());
+  fuse_opt_free_args(&args);
+  if (impl->session == nullptr) {
+    return absl::InternalError("cannot create FUSE session");
+  }
+  if (fuse_session_mount(impl->session, impl->options.mountpoint.c_str()) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot mount FUSE at '", impl->options.mountpoint, "'"));
+  }
+  impl->mounted = true;
+  const int fd = fuse_session_fd(impl->session);
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, "set /dev/fuse non-blocking");
+  }
+  impl->ctx = connection->ReleaseContext();
+  return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
+}
+
+absl::Status FuseLunServer::Run(int stop_fd) {
+  Impl& s = *impl_;
+  UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (!timer) {
+    return ErrnoStatus(errno, "timerfd_create");
+  }
+  itimerspec spec{};
+  spec.it_interval.tv_sec = kTickSeconds;
+  spec.it_value.tv_sec = kTickSeconds;
+  if (timerfd_settime(timer.Get(), 0, &spec, nullptr) != 0) {
+    return ErrnoStatus(errno, "timerfd_settime");
+  }
+  fuse_buf buf{};
+  absl::Cleanup free_buf = [&buf] { free(buf.mem); };
+  s.Publish(ServerState::kUp, "serving");
+  const int fuse_fd = fuse_session_fd(s.session);
+  while (true) {
+    if (s.need_reconnect && !s.failed_closed) {
+      if (!s.Reconnect(stop_fd)) {
+        break;
+      }
+    }
+    std::array<pollfd, 4> fds{};
+    fds[0] = {fuse_fd, POLLIN, 0};
+    fds[1] = {stop_fd, POLLIN, 0};
+    fds[2] = {timer.Get(), POLLIN, 0};
+    nfds_t n = 3;
+    if (s.ctx != nullptr) {
+      fds[3] = {iscsi_get_fd(s.ctx), static_cast<short>(iscsi_which_events(s.ctx)), 0};
+      n = 4;
+    }
+    if (poll(fds.data(), n, -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return ErrnoStatus(errno, "poll");
+    }
+    if (fds[1].revents != 0) {
+      break;
+    }
+    if (n == 4 && fds[3].revents != 0 && s.ctx != nullptr) {
+      if (iscsi_service(s.ctx, fds[3].revents) < 0) {
+        s.need_reconnect = true;
+      }
+    }
+    if (fds[2].revents != 0) {
+      uint64_t expirations = 0;
+      (void)!read(timer.Get(), &expirations, sizeof(expirations));
+      s.OnTick();
+    }
+    if (fds[0].revents != 0) {
+      if (!s.ServeFuse(buf)) {
+        break;  // Unmounted under us.
+      }
+    }
+  }
+  // Stopping: answer whatever is parked so the kernel is not left waiting.
+  for (auto& r : s.parked) {
+    fuse_reply_err(r->req, EIO);
+  }
+  s.parked.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace stagehand::iscsi

@@ -1,0 +1,73 @@
+#pragma once
+
+// Serves one iSCSI LUN as a single file on a FUSE mount, from one thread that owns both the
+// /dev/fuse channel and the iSCSI socket (see shared/notes/userspace-datapath.md: thread
+// hand-offs cost more than everything else at 4 KiB). Requests are answered from libiscsi
+// completion callbacks; nothing blocks except the (re)login.
+//
+// Reconnects are ours, not libiscsi's: when the connection drops, in-flight commands are
+// parked, the server logs in again (rotating through the portals), re-reads the LUN identity
+// and resumes the parked commands only if it is the same LUN. A different LUN fails closed:
+// every request, parked or new, gets EIO, for good.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "iscsi/libiscsi_connection.h"
+#include "iscsi/lun_identity.h"
+#include "iscsi/target_spec.h"
+
+namespace stagehand::iscsi {
+
+enum class ServerState { kUp, kReconnecting, kIdentityMismatch };
+
+struct ServerStatus {
+  ServerState state = ServerState::kUp;
+  std::string message;
+  std::string portal;
+  uint64_t reconnects = 0;
+  uint64_t capacity_bytes = 0;
+};
+
+struct FuseLunServerOptions {
+  std::vector<Portal> portals;  // Tried in order on reconnect, starting after the current one.
+  LoginParams login;            // Portal of the initial connection; reused for reconnects.
+  LunIdentity identity;         // What the LUN must keep reporting.
+  LunCapacity capacity;
+  std::string mountpoint;       // Existing empty directory; the FUSE mount goes here.
+  std::string file_name = "lun";
+  // Called on the server thread at every state change.
+  std::function<void(const ServerStatus&)> on_status;
+};
+
+class FuseLunServer {
+ public:
+  // Mounts the FUSE filesystem at `options.mountpoint`; takes over `connection`.
+  // Internal/Unavailable if the mount fails.
+  static absl::StatusOr<std::unique_ptr<FuseLunServer>> Create(
+      FuseLunServerOptions options, std::unique_ptr<Connection> connection);
+
+  FuseLunServer(const FuseLunServer&) = delete;
+  FuseLunServer& operator=(const FuseLunServer&) = delete;
+  // Unmounts the FUSE filesystem and logs out.
+  ~FuseLunServer();
+
+  // Serves until `stop_fd` becomes readable (e.g. a signalfd for SIGTERM) or the FUSE mount is
+  // unmounted. Returns OK on such a stop.
+  absl::Status Run(int stop_fd);
+
+  // Full path of the LUN file.
+  std::string LunPath() const;
+
+  struct Impl;
+
+ private:
+  explicit FuseLunServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stagehand::iscsi

@@ -1,0 +1,17 @@
+#pragma once
+
+// Owning handles for libiscsi objects. Private to iscsi/*.cc.
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+
+#include "base/c_handle.h"
+
+namespace stagehand::iscsi {
+
+inline void DestroyIscsiContext(iscsi_context* ctx) { (void)iscsi_destroy_context(ctx); }
+
+using IscsiContext = CHandle<iscsi_context, &DestroyIscsiContext>;
+using ScsiTask = CHandle<scsi_task, &scsi_free_scsi_task>;
+
+}  // namespace stagehand::iscsi

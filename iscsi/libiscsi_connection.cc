@@ -1,0 +1,121 @@
+#include "iscsi/libiscsi_connection.h"
+
+#include <absl/strings/str_cat.h>
+
+#include "iscsi/iscsi_errors.h"
+#include "iscsi/iscsi_handles.h"
+
+namespace stagehand::iscsi {
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Login(const LoginParams& params) {
+  const std::string what = absl::StrCat("log in to '", params.iqn, "' lun ", params.lun, " at ",
+                                        params.portal.ToString());
+  IscsiContext ctx(iscsi_create_context(params.initiator_name.c_str()));
+  if (!ctx) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot create libiscsi context"));
+  }
+  iscsi_set_targetname(ctx.get(), params.iqn.c_str());
+  iscsi_set_session_type(ctx.get(), ISCSI_SESSION_NORMAL);
+  iscsi_set_header_digest(ctx.get(), ISCSI_HEADER_DIGEST_NONE_CRC32C);
+  iscsi_set_timeout(ctx.get(), params.timeout_seconds);
+  iscsi_set_tcp_syncnt(ctx.get(), 3);
+  // We reconnect ourselves so that the LUN identity is checked before I/O resumes.
+  iscsi_set_noautoreconnect(ctx.get(), 1);
+  if (params.chap) {
+    if (iscsi_set_initiator_username_pwd(ctx.get(), params.chap->user.c_str(),
+                                         params.chap->secret.c_str()) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": CHAP credentials rejected locally"));
+    }
+    if (!params.chap->user_in.empty() &&
+        iscsi_set_target_username_pwd(ctx.get(), params.chap->user_in.c_str(),
+                                      params.chap->secret_in.c_str()) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": mutual CHAP credentials rejected locally"));
+    }
+  }
+  const std::string portal = params.portal.ToString();
+  if (iscsi_full_connect_sync(ctx.get(), portal.c_str(), static_cast<int>(params.lun)) != 0) {
+    return MapLibiscsiError(what, iscsi_get_error(ctx.get()));
+  }
+  return std::unique_ptr<Connection>(new Connection(
+      ctx.release(), params.lun,
+      absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
+}
+
+Connection::~Connection() {
+  if (ctx_ == nullptr) {
+    return;
+  }
+  if (!logged_out_) {
+    (void)iscsi_logout_sync(ctx_);
+  }
+  (void)iscsi_destroy_context(ctx_);
+}
+
+iscsi_context* Connection::ReleaseContext() { return std::exchange(ctx_, nullptr); }
+
+absl::Status Connection::Logout() {
+  if (logged_out_ || ctx_ == nullptr) {
+    return absl::OkStatus();
+  }
+  logged_out_ = true;
+  if (iscsi_logout_sync(ctx_) != 0) {
+    return MapLibiscsiError(absl::StrCat("log out of ", what_), iscsi_get_error(ctx_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<uint8_t>> Connection::Inquiry(bool evpd, int page) {
+  ScsiTask task(iscsi_inquiry_sync(ctx_, static_cast<int>(lun_), evpd ? 1 : 0, page, 255));
+  if (!task || task->status != SCSI_STATUS_GOOD) {
+    return MapLibiscsiError(absl::StrCat("INQUIRY page 0x", absl::Hex(page), " of ", what_),
+                            iscsi_get_error(ctx_));
+  }
+  return std::vector<uint8_t>(task->datain.data, task->datain.data + task->datain.size);
+}
+
+absl::StatusOr<LunIdentity> Connection::ReadIdentity() {
+  LunIdentity id;
+  SH_ASSIGN_OR_RETURN(auto standard, Inquiry(false, 0));
+  if (standard.size() >= 32) {
+    auto field = [&](size_t from, size_t to) {
+      std::string s(standard.begin() + static_cast<std::ptrdiff_t>(from),
+                    standard.begin() + static_cast<std::ptrdiff_t>(to));
+      while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) {
+        s.pop_back();
+      }
+      return s;
+    };
+    id.vendor = field(8, 16);
+    id.product = field(16, 32);
+  }
+  // Both pages are optional in SPC; a target that lacks one reports CHECK CONDITION.
+  if (auto page83 = Inquiry(true, 0x83); page83.ok()) {
+    SH_ASSIGN_OR_RETURN(id.designators, ParseDeviceIdentificationPage(*page83));
+  }
+  if (auto page80 = Inquiry(true, 0x80); page80.ok()) {
+    SH_ASSIGN_OR_RETURN(id.serial, ParseUnitSerialPage(*page80));
+  }
+  return id;
+}
+
+absl::StatusOr<LunCapacity> Connection::ReadCapacity() {
+  ScsiTask task(iscsi_readcapacity16_sync(ctx_, static_cast<int>(lun_)));
+  if (!task || task->status != SCSI_STATUS_GOOD) {
+    return MapLibiscsiError(absl::StrCat("READ CAPACITY(16) of ", what_), iscsi_get_error(ctx_));
+  }
+  auto* rc16 = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(task.get()));
+  if (rc16 == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot parse READ CAPACITY(16) of ", what_));
+  }
+  LunCapacity cap;
+  cap.blocks = rc16->returned_lba + 1;
+  cap.block_size = rc16->block_length;
+  if (cap.block_size == 0 || cap.block_size % 512 != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what_, " reports an unsupported block size of ", cap.block_size));
+  }
+  return cap;
+}
+
+}  // namespace stagehand::iscsi

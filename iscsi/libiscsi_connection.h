@@ -1,0 +1,73 @@
+#pragma once
+
+// Synchronous libiscsi steps used to bring up a session: login, LUN identity and capacity.
+// Once logged in, the session process drives the context asynchronously.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "iscsi/lun_identity.h"
+#include "iscsi/target_spec.h"
+
+struct iscsi_context;
+
+namespace stagehand::iscsi {
+
+struct LoginParams {
+  Portal portal;
+  std::string iqn;
+  uint32_t lun = 0;
+  std::string initiator_name;
+  std::optional<ChapCredentials> chap;
+  int timeout_seconds = 10;
+};
+
+struct LunCapacity {
+  uint64_t blocks = 0;
+  uint32_t block_size = 0;
+  uint64_t Bytes() const { return blocks * block_size; }
+};
+
+// A logged-in libiscsi context. Destroying it logs out (best effort) and closes the socket.
+// Not thread-safe: one owner thread.
+class Connection {
+ public:
+  // Connects, logs in (CHAP when given) and checks the LUN answers TEST UNIT READY.
+  // Unauthenticated: CHAP rejected. NotFound: no such target or LUN. Unavailable: portal
+  // unreachable. See MapLibiscsiError.
+  static absl::StatusOr<std::unique_ptr<Connection>> Login(const LoginParams& params);
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  // Reads the standard INQUIRY data, VPD 0x83 and VPD 0x80.
+  absl::StatusOr<LunIdentity> ReadIdentity();
+
+  absl::StatusOr<LunCapacity> ReadCapacity();
+
+  // Logs out cleanly. The destructor does this too; call it to see the result.
+  absl::Status Logout();
+
+  // Borrowed: owned by this object.
+  iscsi_context* Context() const { return ctx_; }
+  uint32_t Lun() const { return lun_; }
+
+  // Hands the context to the caller, who must iscsi_destroy_context() it.
+  iscsi_context* ReleaseContext();
+
+ private:
+  Connection(iscsi_context* ctx, uint32_t lun, std::string what)
+      : ctx_(ctx), lun_(lun), what_(std::move(what)) {}
+
+  absl::StatusOr<std::vector<uint8_t>> Inquiry(bool evpd, int page);
+
+  iscsi_context* ctx_;  // Owned.
+  uint32_t lun_;
+  std::string what_;  // "iqn… lun 1 at host:port", for messages.
+  bool logged_out_ = false;
+};
+
+}  // namespace stagehand::iscsi

@@ -1,0 +1,116 @@
+#include "iscsi/loop_device.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/strip.h>
+
+#include "base/file_io.h"
+#include "base/unique_fd.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+std::string DeviceName(const std::string& device) {
+  const size_t slash = device.rfind('/');
+  return slash == std::string::npos ? device : device.substr(slash + 1);
+}
+
+}  // namespace
+
+std::optional<std::string> LoopBackingFile(const std::string& device) {
+  auto text = ReadFileToString(absl::StrCat("/sys/block/", DeviceName(device), "/loop/backing_file"));
+  if (!text.ok()) {
+    return std::nullopt;
+  }
+  return std::string(absl::StripTrailingAsciiWhitespace(*text));
+}
+
+absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size) {
+  UniqueFd backing(open(file.c_str(), O_RDWR | O_CLOEXEC));
+  if (!backing) {
+    return ErrnoStatus(errno, absl::StrCat("open LUN file '", file, "'"));
+  }
+  UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control) {
+    return ErrnoStatus(errno, "open /dev/loop-control");
+  }
+  // Another process may grab the same free device between GET_FREE and CONFIGURE: retry.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const int index = ioctl(control.Get(), LOOP_CTL_GET_FREE);
+    if (index < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("no free loop device: ", std::strerror(errno)));
+    }
+    const std::string device = absl::StrCat("/dev/loop", index);
+    UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
+    if (!loop) {
+      return ErrnoStatus(errno, absl::StrCat("open '", device, "'"));
+    }
+    loop_config config{};
+    config.fd = static_cast<uint32_t>(backing.Get());
+    config.block_size = block_size;
+    config.info.lo_flags = LO_FLAGS_DIRECT_IO;
+    std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), file.c_str(),
+                 LO_NAME_SIZE - 1);
+    if (ioctl(loop.Get(), LOOP_CONFIGURE, &config) == 0) {
+      return device;
+    }
+    if (errno != EBUSY) {
+      return ErrnoStatus(errno, absl::StrCat("configure '", device, "' over '", file, "'"));
+    }
+  }
+  return absl::UnavailableError("could not claim a free loop device after 16 attempts");
+}
+
+absl::Status DetachLoopDevice(const std::string& device, const std::string& expected_backing_file) {
+  auto backing = LoopBackingFile(device);
+  if (!backing) {
+    return absl::OkStatus();
+  }
+  // The kernel appends " (deleted)" when the file went away (e.g. the FUSE mount died).
+  if (*backing != expected_backing_file &&
+      *backing != absl::StrCat(expected_backing_file, " (deleted)")) {
+    return absl::OkStatus();
+  }
+  UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
+  if (!loop) {
+    return errno == ENOENT || errno == ENXIO
+               ? absl::OkStatus()
+               : ErrnoStatus(errno, absl::StrCat("open '", device, "'"));
+  }
+  if (ioctl(loop.Get(), LOOP_CLR_FD, 0) != 0 && errno != ENXIO) {
+    return ErrnoStatus(errno, absl::StrCat("detach '", device, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& file) {
+  DIR* dir = opendir("/sys/block");
+  if (dir == nullptr) {
+    return ErrnoStatus(errno, "opendir /sys/block");
+  }
+  std::optional<std::string> found;
+  while (dirent* e = readdir(dir)) {
+    const std::string name = e->d_name;
+    if (!name.starts_with("loop")) {
+      continue;
+    }
+    const std::string device = absl::StrCat("/dev/", name);
+    if (auto backing = LoopBackingFile(device); backing && *backing == file) {
+      found = device;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace stagehand::iscsi

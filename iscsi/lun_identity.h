@@ -1,0 +1,53 @@
+#pragma once
+
+// The identity of a logical unit (SCSI VPD pages 0x83 and 0x80) and the checks that keep
+// stagehand from using the wrong LUN. Pure: parsing and comparison only.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace stagehand::iscsi {
+
+struct LunIdentity {
+  // Logical-unit designators from VPD 0x83, in page order: "naa.<hex>", "eui.<hex>",
+  // "t10.<ascii>", "name.<scsi name>".
+  std::vector<std::string> designators;
+  std::string serial;  // VPD 0x80, trimmed. May be empty.
+  std::string vendor;
+  std::string product;
+
+  bool Empty() const { return designators.empty() && serial.empty(); }
+  bool operator==(const LunIdentity&) const = default;
+};
+
+// Parses a VPD 0x83 (Device Identification) page. Only designators associated with the
+// logical unit are kept (association 0). InvalidArgument if the page is truncated.
+absl::StatusOr<std::vector<std::string>> ParseDeviceIdentificationPage(
+    std::span<const uint8_t> page);
+
+// Parses a VPD 0x80 (Unit Serial Number) page; returns the trimmed serial.
+absl::StatusOr<std::string> ParseUnitSerialPage(std::span<const uint8_t> page);
+
+// The first NAA or EUI designator as bare lower-case hex, or "" if there is none.
+std::string PrimaryWwn(const LunIdentity& id);
+
+// Checks `actual` against the values the volume context asked for.
+// FailedPrecondition (fail closed) when `expected_wwn` (normalised hex) is not among the NAA/EUI
+// designators or `expected_serial` differs from the unit serial, or when an expectation is set
+// and the LUN reports no identity at all.
+absl::Status CheckExpectedIdentity(const LunIdentity& actual, std::string_view expected_wwn,
+                                   std::string_view expected_serial);
+
+// Checks that `now` is the same LUN as `before` (after a reconnect or on adoption).
+// FailedPrecondition naming both identities when they differ. A LUN that reported no identity
+// before compares equal only to one that reports none now.
+absl::Status CheckSameLun(const LunIdentity& before, const LunIdentity& now);
+
+// "naa.6001…, serial 'beaf11'" for messages and logs.
+std::string DescribeIdentity(const LunIdentity& id);
+
+}  // namespace stagehand::iscsi

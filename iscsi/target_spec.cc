@@ -1,0 +1,234 @@
+#include "iscsi/target_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include <absl/strings/ascii.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
+#include <absl/strings/strip.h>
+
+namespace stagehand::iscsi {
+namespace {
+
+bool IsHex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(c); });
+}
+
+absl::StatusOr<uint32_t> ParseUint(std::string_view text, uint32_t max, std::string_view what) {
+  uint32_t value = 0;
+  const auto* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(what), " '", ToAbsl(text), "' is not a number from 0 to ", max));
+  }
+  return value;
+}
+
+std::optional<std::string> Lookup(const std::map<std::string, std::string>& m,
+                                  const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end() || it->second.empty()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::optional<ChapCredentials>> ParseChap(
+    const std::map<std::string, std::string>& secrets, const std::string& prefix) {
+  auto user = Lookup(secrets, prefix + ".username");
+  auto secret = Lookup(secrets, prefix + ".password");
+  auto user_in = Lookup(secrets, prefix + ".username_in");
+  auto secret_in = Lookup(secrets, prefix + ".password_in");
+  if (!user && !secret && !user_in && !secret_in) {
+    return std::nullopt;
+  }
+  if (!user || !secret) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CHAP secrets need both '", prefix, ".username' and '", prefix, ".password'"));
+  }
+  if (static_cast<bool>(user_in) != static_cast<bool>(secret_in)) {
+    return absl::InvalidArgumentError(absl::StrCat("mutual CHAP needs both '", prefix,
+                                                   ".username_in' and '", prefix,
+                                                   ".password_in'"));
+  }
+  ChapCredentials c;
+  c.user = *user;
+  c.secret = *secret;
+  c.user_in = user_in.value_or("");
+  c.secret_in = secret_in.value_or("");
+  return c;
+}
+
+}  // namespace
+
+std::string Portal::ToString() const {
+  if (host.find(':') != std::string::npos) {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<Portal> ParsePortal(std::string_view text) {
+  const std::string shown(text);
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("portal '", shown, "' ", ToAbsl(why),
+                                                   "; expected host[:port] or [ipv6][:port]"));
+  };
+  text = ToStd(absl::StripAsciiWhitespace(ToAbsl(text)));
+  if (text.empty()) {
+    return bad("is empty");
+  }
+  Portal p;
+  std::string_view port_text;
+  if (text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) {
+      return bad("has no closing ']'");
+    }
+    p.host = std::string(text.substr(1, close - 1));
+    std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        return bad("has text after ']' that is not ':port'");
+      }
+      port_text = rest.substr(1);
+      if (port_text.empty()) {
+        return bad("has an empty port");
+      }
+    }
+    if (p.host.empty() || p.host.find(':') == std::string::npos) {
+      return bad("has brackets around something that is not an IPv6 address");
+    }
+  } else {
+    const size_t colon = text.find(':');
+    if (colon != std::string_view::npos && text.find(':', colon + 1) != std::string_view::npos) {
+      return bad("looks like an IPv6 address without brackets");
+    }
+    p.host = std::string(text.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = text.substr(colon + 1);
+      if (port_text.empty()) {
+        return bad("has an empty port");
+      }
+    }
+  }
+  if (p.host.empty()) {
+    return bad("has an empty host");
+  }
+  for (char c : p.host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+          c == '_' || c == '%')) {
+      return bad("has a character that cannot be in a host name");
+    }
+  }
+  if (!port_text.empty()) {
+    auto port = ParseUint(port_text, 65535, "port");
+    if (!port.ok() || *port == 0) {
+      return bad("has a port that is not a number from 1 to 65535");
+    }
+    p.port = static_cast<uint16_t>(*port);
+  }
+  return p;
+}
+
+bool IsValidTargetName(std::string_view name) {
+  if (name.size() > 223) {
+    return false;
+  }
+  for (char c : name) {
+    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  if (name.starts_with("iqn.")) {
+    // iqn.YYYY-MM.<reversed domain>[:<unique>]
+    std::string_view rest = name.substr(4);
+    if (rest.size() < 9 || rest[4] != '-' || rest[7] != '.') {
+      return false;
+    }
+    for (size_t i : {0, 1, 2, 3, 5, 6}) {
+      if (!std::isdigit(static_cast<unsigned char>(rest[i]))) {
+        return false;
+      }
+    }
+    return rest.size() > 8 && rest[8] != ':' && rest[8] != '.';
+  }
+  if (name.starts_with("eui.")) {
+    return name.size() == 20 && IsHex(name.substr(4));
+  }
+  if (name.starts_with("naa.")) {
+    return (name.size() == 20 || name.size() == 36) && IsHex(name.substr(4));
+  }
+  return false;
+}
+
+absl::StatusOr<std::string> NormaliseWwn(std::string_view text) {
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(ToAbsl(text)));
+  std::string_view v = s;
+  for (std::string_view prefix : {"naa.", "eui.", "wwn-0x", "0x"}) {
+    if (v.starts_with(prefix)) {
+      v.remove_prefix(prefix.size());
+      break;
+    }
+  }
+  if (!IsHex(v) || (v.size() != 16 && v.size() != 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expectedWWN '", ToAbsl(text),
+        "' is not a WWN; give 16 or 32 hex digits, optionally prefixed with 'naa.' or '0x'"));
+  }
+  return std::string(v);
+}
+
+absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::string>& context,
+                                           const std::map<std::string, std::string>& secrets) {
+  TargetSpec spec;
+  auto portal_text = Lookup(context, kTargetPortalKey);
+  if (!portal_text) {
+    return absl::InvalidArgumentError(
+        "volume_context is missing 'targetPortal' (the target's host[:port])");
+  }
+  SH_ASSIGN_OR_RETURN(Portal first, ParsePortal(*portal_text));
+  spec.portals.push_back(first);
+  if (auto extra = Lookup(context, kPortalsKey)) {
+    for (absl::string_view part : absl::StrSplit(*extra, ',', absl::SkipWhitespace())) {
+      auto p = ParsePortal(ToStd(part));
+      if (!p.ok()) {
+        return WithContext(p.status(), "volume_context 'portals'");
+      }
+      if (std::find(spec.portals.begin(), spec.portals.end(), *p) == spec.portals.end()) {
+        spec.portals.push_back(*p);
+      }
+    }
+  }
+  auto iqn = Lookup(context, kIqnKey);
+  if (!iqn) {
+    return absl::InvalidArgumentError("volume_context is missing 'iqn' (the target's name)");
+  }
+  if (!IsValidTargetName(*iqn)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'iqn' value '", *iqn,
+        "' is not an iSCSI name; expected iqn.YYYY-MM.domain[:id], eui.<16 hex> or naa.<hex>"));
+  }
+  spec.iqn = *iqn;
+  if (auto lun = Lookup(context, kLunKey)) {
+    auto parsed = ParseUint(*lun, 16383, "'lun'");
+    if (!parsed.ok()) {
+      return parsed.status();
+    }
+    spec.lun = *parsed;
+  }
+  if (auto wwn = Lookup(context, kExpectedWwnKey)) {
+    SH_ASSIGN_OR_RETURN(spec.expected_wwn, NormaliseWwn(*wwn));
+  }
+  if (auto serial = Lookup(context, kExpectedSerialKey)) {
+    spec.expected_serial = std::string(absl::StripAsciiWhitespace(*serial));
+  }
+  SH_ASSIGN_OR_RETURN(spec.session_chap, ParseChap(secrets, "node.session.auth"));
+  SH_ASSIGN_OR_RETURN(spec.discovery_chap, ParseChap(secrets, "node.sendtargets.auth"));
+  return spec;
+}
+
+}  // namespace stagehand::iscsi

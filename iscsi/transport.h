@@ -1,0 +1,50 @@
+#pragma once
+
+// The seam between the node service and whatever turns an iSCSI LUN into a local block device.
+
+#include <string>
+
+#include "base/status.h"
+#include "iscsi/libiscsi_connection.h"
+#include "iscsi/lun_identity.h"
+#include "iscsi/target_spec.h"
+#include "proto/state.pb.h"
+
+namespace stagehand::iscsi {
+
+struct AttachRequest {
+  TargetSpec target;
+  std::string initiator_name;
+  std::string runtime_dir;  // Private to this volume; created by the transport.
+};
+
+struct Attachment {
+  std::string device;  // "/dev/loop3"
+  LunIdentity identity;
+  LunCapacity capacity;
+  state::v1::SessionRecord session;  // What Detach and Health need, to be persisted.
+};
+
+struct SessionHealth {
+  bool healthy = false;
+  bool identity_changed = false;
+  std::string message;  // Why it is not healthy.
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Logs in, checks the LUN identity against the request, and exposes the LUN as a block device.
+  // Leaves nothing behind on failure. Unauthenticated (CHAP), NotFound (target/LUN),
+  // Unavailable (portal), FailedPrecondition (identity mismatch).
+  virtual absl::StatusOr<Attachment> Attach(const AttachRequest& request) = 0;
+
+  // Removes the block device and ends the session. Idempotent: OK when already gone.
+  virtual absl::Status Detach(const state::v1::SessionRecord& session) = 0;
+
+  // Reports whether the session is alive and still talking to the same LUN.
+  virtual SessionHealth Health(const state::v1::SessionRecord& session) = 0;
+};
+
+}  // namespace stagehand::iscsi

@@ -1,0 +1,314 @@
+#include "iscsi/userspace_transport.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <vector>
+
+#include <absl/cleanup/cleanup.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
+
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "base/unique_fd.h"
+#include "iscsi/loop_device.h"
+#include "iscsi/session_conversions.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+using state::v1::SessionConfig;
+using state::v1::SessionRecord;
+using state::v1::SessionStatus;
+
+std::string SelfExe() {
+  std::array<char, PATH_MAX> buf{};
+  ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : "/proc/self/exe";
+}
+
+int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// Waits up to `timeout` for `pid` to exit. True if it did (or never existed).
+bool WaitForExit(int pid, std::chrono::milliseconds timeout) {
+  UniqueFd pidfd(PidfdOpen(pid));
+  if (!pidfd) {
+    return errno == ESRCH;
+  }
+  pollfd pfd{pidfd.Get(), POLLIN, 0};
+  int n = 0;
+  do {
+    n = poll(&pfd, 1, static_cast<int>(timeout.count()));
+  } while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+absl::StatusOr<std::string> ReadWithDeadline(int fd, std::chrono::milliseconds timeout) {
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return absl::DeadlineExceededError("session process did not report readiness in time");
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    int n = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n == 0) {
+      continue;
+    }
+    std::array<char, 4096> buf{};
+    ssize_t r = read(fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r <= 0) {
+      return out;
+    }
+    out.append(buf.data(), static_cast<size_t>(r));
+  }
+}
+
+// Starts `binary __session` fully detached, with `config` on fd 3 and the ready pipe on fd 4.
+absl::Status SpawnDetached(const std::string& binary, int config_fd, int ready_fd) {
+  const std::string arg0 = binary;
+  const char* argv[] = {arg0.c_str(), "__session", nullptr};
+  const pid_t child = fork();
+  if (child < 0) {
+    return ErrnoStatus(errno, "fork session process");
+  }
+  if (child == 0) {
+    // Only async-signal-safe calls from here on.
+    setsid();
+    const pid_t grandchild = fork();
+    if (grandchild != 0) {
+      _exit(grandchild < 0 ? 1 : 0);
+    }
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+      dup2(devnull, STDOUT_FILENO);
+    }
+    dup2(config_fd, 3);
+    dup2(ready_fd, 4);
+    fcntl(3, F_SETFD, 0);
+    fcntl(4, F_SETFD, 0);
+    for (int fd = 5; fd < 1024; ++fd) {
+      close(fd);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(argv[0], const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  int wstatus = 0;
+  while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    return absl::InternalError("could not start the session process");
+  }
+  return absl::OkStatus();
+}
+
+void KillAndWait(int pid, uint64_t start_time, std::chrono::seconds timeout) {
+  if (pid <= 0 || !IsSameProcessAlive(pid, start_time)) {
+    return;
+  }
+  kill(pid, SIGTERM);
+  if (!WaitForExit(pid, timeout)) {
+    kill(pid, SIGKILL);
+    (void)WaitForExit(pid, std::chrono::seconds(5));
+  }
+}
+
+bool IsMountPoint(const std::string& path) {
+  auto text = ReadFileToString("/proc/self/mountinfo");
+  if (!text.ok()) {
+    return false;
+  }
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+    if (fields.size() > 4 && fields[4] == path) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+uint64_t ProcessStartTime(int pid) {
+  auto stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) {
+    return 0;
+  }
+  // The command name (field 2) may contain spaces; fields after it follow the last ')'.
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos) {
+    return 0;
+  }
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(*stat).substr(close + 2), ' ');
+  // fields[0] is field 3 (state); starttime is field 22.
+  uint64_t start = 0;
+  if (fields.size() <= 19 || !absl::SimpleAtoi(fields[19], &start)) {
+    return 0;
+  }
+  if (!fields.empty() && fields[0] == "Z") {
+    return 0;  // A zombie has exited.
+  }
+  return start;
+}
+
+bool IsSameProcessAlive(int pid, uint64_t start_time) {
+  return pid > 0 && start_time != 0 && ProcessStartTime(pid) == start_time;
+}
+
+UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
+    : options_(std::move(options)) {
+  if (options_.binary.empty()) {
+    options_.binary = SelfExe();
+  }
+}
+
+absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& request) {
+  SH_RETURN_IF_ERROR(MakeDirs(request.runtime_dir, 0700));
+  SessionConfig config;
+  for (const auto& p : request.target.portals) {
+    ToProto(p, config.add_portals());
+  }
+  config.set_iqn(request.target.iqn);
+  config.set_lun(request.target.lun);
+  config.set_initiator_name(request.initiator_name);
+  if (request.target.session_chap) {
+    config.set_chap_user(request.target.session_chap->user);
+    config.set_chap_secret(request.target.session_chap->secret);
+    config.set_chap_user_in(request.target.session_chap->user_in);
+    config.set_chap_secret_in(request.target.session_chap->secret_in);
+  }
+  config.set_runtime_dir(request.runtime_dir);
+  config.set_expected_wwn(request.target.expected_wwn);
+  config.set_expected_serial(request.target.expected_serial);
+
+  std::array<int, 2> cfg{};
+  std::array<int, 2> ready{};
+  if (pipe2(cfg.data(), O_CLOEXEC) != 0 || pipe2(ready.data(), O_CLOEXEC) != 0) {
+    return ErrnoStatus(errno, "pipe2");
+  }
+  UniqueFd cfg_read(cfg[0]), cfg_write(cfg[1]), ready_read(ready[0]), ready_write(ready[1]);
+  // The config (with secrets) goes through the pipe, never argv or a file. It is far smaller
+  // than the pipe buffer, so writing before the child runs cannot block.
+  const std::string serialized = config.SerializeAsString();
+  if (write(cfg_write.Get(), serialized.data(), serialized.size()) !=
+      static_cast<ssize_t>(serialized.size())) {
+    return ErrnoStatus(errno, "write session config");
+  }
+  cfg_write.Reset();
+  SH_RETURN_IF_ERROR(SpawnDetached(options_.binary, cfg_read.Get(), ready_write.Get()));
+  cfg_read.Reset();
+  ready_write.Reset();
+
+  SessionRecord record;
+  record.set_runtime_dir(request.runtime_dir);
+  record.set_fuse_mount(JoinPath(request.runtime_dir, "mnt"));
+  // From here on, any failure tears down what was started.
+  absl::Cleanup undo = [&] { (void)Detach(record); };
+
+  SH_ASSIGN_OR_RETURN(std::string raw,
+                      ReadWithDeadline(ready_read.Get(), options_.start_timeout));
+  SessionStatus status;
+  if (raw.empty() || !status.ParseFromString(raw)) {
+    return absl::InternalError("session process exited without reporting its state");
+  }
+  record.set_pid(status.pid());
+  record.set_start_time(ProcessStartTime(status.pid()));
+  if (status.state() != SessionStatus::UP) {
+    const auto code = static_cast<absl::StatusCode>(status.error_code());
+    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+                        status.message());
+  }
+  record.set_lun_file(status.lun_file());
+  SH_ASSIGN_OR_RETURN(std::string device,
+                      AttachLoopDevice(status.lun_file(), status.block_size()));
+  record.set_loop_device(device);
+
+  Attachment a;
+  a.device = device;
+  a.identity = FromProto(status.identity());
+  a.capacity.block_size = status.block_size();
+  a.capacity.blocks = status.block_size() == 0 ? 0 : status.capacity_bytes() / status.block_size();
+  a.session = record;
+  std::move(undo).Cancel();
+  return a;
+}
+
+absl::Status UserspaceTransport::Detach(const SessionRecord& session) {
+  if (!session.loop_device().empty()) {
+    SH_RETURN_IF_ERROR(DetachLoopDevice(session.loop_device(), session.lun_file()));
+  }
+  KillAndWait(session.pid(), session.start_time(), options_.stop_timeout);
+  if (!session.fuse_mount().empty() && IsMountPoint(session.fuse_mount())) {
+    // The session process died without unmounting: the FUSE mount is dead. Detach it.
+    if (umount2(session.fuse_mount().c_str(), MNT_DETACH) != 0 && errno != EINVAL &&
+        errno != ENOENT) {
+      return ErrnoStatus(errno, absl::StrCat("unmount dead FUSE mount '", session.fuse_mount(), "'"));
+    }
+  }
+  if (!session.runtime_dir().empty()) {
+    (void)RemoveFileIfExists(JoinPath(session.runtime_dir(), "status"));
+    (void)RemoveFileIfExists(JoinPath(session.runtime_dir(), "status.tmp"));
+    if (!session.fuse_mount().empty()) {
+      rmdir(session.fuse_mount().c_str());
+    }
+    rmdir(session.runtime_dir().c_str());
+  }
+  return absl::OkStatus();
+}
+
+SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
+  SessionHealth h;
+  if (!IsSameProcessAlive(session.pid(), session.start_time())) {
+    h.message = absl::StrCat("iSCSI session process ", session.pid(), " is not running");
+    return h;
+  }
+  auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
+  SessionStatus status;
+  if (!raw.ok() || !status.ParseFromString(*raw)) {
+    h.message = "iSCSI session status is unreadable";
+    return h;
+  }
+  switch (status.state()) {
+    case SessionStatus::UP:
+      h.healthy = true;
+      break;
+    case SessionStatus::IDENTITY_MISMATCH:
+      h.identity_changed = true;
+      h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
+      break;
+    default:
+      h.message = absl::StrCat("iSCSI session is down: ", status.message());
+      break;
+  }
+  if (h.healthy && !session.loop_device().empty() && !LoopBackingFile(session.loop_device())) {
+    h.healthy = false;
+    h.message = absl::StrCat("loop device ", session.loop_device(), " is gone");
+  }
+  return h;
+}
+
+}  // namespace stagehand::iscsi

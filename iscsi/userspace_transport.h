@@ -1,0 +1,39 @@
+#pragma once
+
+// The userspace transport: one session process per volume (libiscsi -> FUSE file), and a loop
+// device with direct I/O over the file. Session processes are detached (own session, reparented
+// to init) so that the agent can crash, be killed or be upgraded without breaking I/O.
+
+#include <chrono>
+#include <string>
+
+#include "iscsi/transport.h"
+
+namespace stagehand::iscsi {
+
+struct UserspaceTransportOptions {
+  // The stagehand binary to re-execute as `<binary> __session` (default: /proc/self/exe).
+  std::string binary;
+  std::chrono::seconds start_timeout{30};
+  std::chrono::seconds stop_timeout{10};
+};
+
+class UserspaceTransport : public Transport {
+ public:
+  explicit UserspaceTransport(UserspaceTransportOptions options);
+
+  absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
+  absl::Status Detach(const state::v1::SessionRecord& session) override;
+  SessionHealth Health(const state::v1::SessionRecord& session) override;
+
+ private:
+  UserspaceTransportOptions options_;
+};
+
+// The start time of `pid` (field 22 of /proc/<pid>/stat), or 0 if it does not exist.
+uint64_t ProcessStartTime(int pid);
+
+// True when `pid` is alive and started at `start_time`.
+bool IsSameProcessAlive(int pid, uint64_t start_time);
+
+}  // namespace stagehand::iscsi

@@ -1,0 +1,84 @@
+#include "iscsi/lun_identity.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/status_matchers.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::ElementsAre;
+
+// A VPD 0x83 page like tgtd's: a T10 vendor ID (ASCII), an NAA-6 designator (binary) and a
+// target-port designator (association 1) that must be ignored.
+std::vector<uint8_t> Page83() {
+  std::vector<uint8_t> p = {0x00, 0x83, 0x00, 0x00};
+  // T10 vendor id, code set 2 (ASCII), association 0, type 1, length 8.
+  std::vector<uint8_t> t10 = {0x02, 0x01, 0x00, 0x08, 'I', 'E', 'T', ' ', 'X', '1', ' ', ' '};
+  // NAA, code set 1 (binary), association 0, type 3, length 16.
+  std::vector<uint8_t> naa = {0x01, 0x03, 0x00, 0x10, 0x60, 0x00, 0x00, 0x00, 0x00, 0x00,
+                              0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01};
+  // Relative target port, association 1.
+  std::vector<uint8_t> port = {0x01, 0x14, 0x00, 0x04, 0x00, 0x00, 0x00, 0x01};
+  for (auto* d : {&t10, &naa, &port}) {
+    p.insert(p.end(), d->begin(), d->end());
+  }
+  p[3] = static_cast<uint8_t>(p.size() - 4);
+  return p;
+}
+
+TEST(LunIdentityTest, ParsesLogicalUnitDesignators) {
+  auto d = ParseDeviceIdentificationPage(Page83());
+
+  ASSERT_THAT(d, IsOk());
+  EXPECT_THAT(*d, ElementsAre("t10.IET X1", "naa.60000000000000000000000000000001"));
+}
+
+TEST(LunIdentityTest, TruncatedPageIsAnError) {
+  auto page = Page83();
+  page.resize(page.size() - 3);
+
+  EXPECT_THAT(ParseDeviceIdentificationPage(page), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(LunIdentityTest, ParsesUnitSerial) {
+  std::vector<uint8_t> page = {0x00, 0x80, 0x00, 0x08, 'b', 'e', 'a', 'f', '1', '1', ' ', ' '};
+
+  auto s = ParseUnitSerialPage(page);
+
+  ASSERT_THAT(s, IsOk());
+  EXPECT_EQ(*s, "beaf11");
+}
+
+TEST(LunIdentityTest, ExpectedWwnAndSerialFailClosed) {
+  LunIdentity id;
+  id.designators = {"t10.IET X1", "naa.60000000000000000000000000000001"};
+  id.serial = "beaf11";
+
+  EXPECT_THAT(CheckExpectedIdentity(id, "60000000000000000000000000000001", "beaf11"), IsOk());
+  EXPECT_THAT(CheckExpectedIdentity(id, "", ""), IsOk());
+  EXPECT_THAT(CheckExpectedIdentity(id, "60000000000000000000000000000002", ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(CheckExpectedIdentity(id, "", "beaf12"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(CheckExpectedIdentity(LunIdentity{}, "", "beaf11"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST(LunIdentityTest, SameLunComparesDesignatorsAndSerial) {
+  LunIdentity a;
+  a.designators = {"naa.60000000000000000000000000000001"};
+  a.serial = "beaf11";
+  LunIdentity b = a;
+  b.serial = "beaf12";
+
+  EXPECT_THAT(CheckSameLun(a, a), IsOk());
+  EXPECT_THAT(CheckSameLun(a, b), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(PrimaryWwn(a), "60000000000000000000000000000001");
+}
+
+}  // namespace
+}  // namespace stagehand::iscsi
