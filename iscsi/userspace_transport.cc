@@ -257,7 +257,25 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   return a;
 }
 
-absl::Status UserspaceTransport::Detach(const SessionRecord& session) {
+absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
+  SessionRecord session = recorded;
+  // A crash between starting the session and persisting its record leaves only the runtime
+  // directory: its status file names the process and the LUN file.
+  if (session.pid() == 0 && !session.runtime_dir().empty()) {
+    auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
+    SessionStatus status;
+    if (raw.ok() && status.ParseFromString(*raw) && status.pid() > 0) {
+      session.set_pid(status.pid());
+      session.set_start_time(ProcessStartTime(status.pid()));
+      session.set_lun_file(status.lun_file());
+    }
+  }
+  if (session.loop_device().empty() && !session.lun_file().empty()) {
+    auto found = FindLoopDevice(session.lun_file());
+    if (found.ok() && found->has_value()) {
+      session.set_loop_device(**found);
+    }
+  }
   if (!session.loop_device().empty()) {
     SH_RETURN_IF_ERROR(DetachLoopDevice(session.loop_device(), session.lun_file()));
   }

@@ -1,0 +1,155 @@
+#include "agent/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include <absl/strings/str_cat.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/identity_service.h"
+#include "agent/initiator_name.h"
+#include "agent/node_service.h"
+#include "agent/version.h"
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "base/unique_fd.h"
+#include "iscsi/userspace_transport.h"
+#include "mounter/blkid_block_probe.h"
+#include "mounter/libmount_mounter.h"
+
+namespace stagehand::agent {
+namespace {
+
+// Takes an exclusive flock on `path`; the lock lives as long as the returned descriptor.
+absl::StatusOr<UniqueFd> LockFile(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) {
+    return ErrnoStatus(errno, absl::StrCat("open lock file '", path, "'"));
+  }
+  if (flock(fd.Get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "another stagehand is running with the same state directory or socket (lock '", path,
+          "' is held); stop it first"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("flock '", path, "'"));
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::string UnixSocketPath(const std::string& endpoint) {
+  std::string_view e = endpoint;
+  if (e.starts_with("unix://")) {
+    e.remove_prefix(7);
+  } else if (e.starts_with("unix:")) {
+    e.remove_prefix(5);
+  } else {
+    return "";
+  }
+  return std::string(e);
+}
+
+int RunDaemon(DaemonOptions options) {
+  if (options.node_id.empty()) {
+    std::array<char, 256> host{};
+    gethostname(host.data(), host.size() - 1);
+    options.node_id = host.data();
+  }
+  if (options.csi_endpoint.empty()) {
+    options.csi_endpoint = absl::StrCat(
+        "unix://", JoinPath(options.state_dir, absl::StrCat("plugins/", options.driver_name, "/csi.sock")));
+  }
+  const std::string socket_path = UnixSocketPath(options.csi_endpoint);
+  if (socket_path.empty() || !IsCleanAbsolutePath(socket_path)) {
+    spdlog::error("--csi-endpoint '{}' must be unix:///absolute/path", options.csi_endpoint);
+    return 2;
+  }
+  if (socket_path.size() >= 108) {
+    spdlog::error("--csi-endpoint path '{}' is longer than a unix socket allows (107 bytes)",
+                  socket_path);
+    return 2;
+  }
+  for (const auto& dir : {options.state_dir, options.runtime_dir, ParentDir(socket_path)}) {
+    if (auto s = MakeDirs(dir, 0700); !s.ok()) {
+      spdlog::error("startup failed: {}", s);
+      return 1;
+    }
+  }
+  // Refuse to start rather than steal the socket or share the state of a running instance.
+  auto state_lock = LockFile(JoinPath(options.state_dir, "stagehand.lock"));
+  if (!state_lock.ok()) {
+    spdlog::error("startup failed: {}", state_lock.status());
+    return 1;
+  }
+  auto socket_lock = LockFile(absl::StrCat(socket_path, ".lock"));
+  if (!socket_lock.ok()) {
+    spdlog::error("startup failed: {}", socket_lock.status());
+    return 1;
+  }
+  auto initiator = ResolveInitiatorName(options.initiator_name, options.iscsi_initiator_conf,
+                                        options.state_dir);
+  if (!initiator.ok()) {
+    spdlog::error("startup failed: {}", initiator.status());
+    return 2;
+  }
+
+  // Signals are read synchronously below; block them before gRPC starts its threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  iscsi::UserspaceTransport transport({});
+  mounter::LibmountMounter mounter;
+  mounter::BlkidBlockProbe probe;
+  NodeServiceOptions node_options;
+  node_options.node_id = options.node_id;
+  node_options.max_volumes_per_node = options.max_volumes_per_node;
+  node_options.initiator_name = *initiator;
+  node_options.state_dir = options.state_dir;
+  node_options.runtime_dir = options.runtime_dir;
+  NodeService node({transport, mounter, probe, nullptr, nullptr}, node_options);
+  IdentityService identity(options.driver_name, kVersion);
+
+  (void)RemoveFileIfExists(socket_path);  // Stale socket of a previous run: we hold the lock.
+  const mode_t old_umask = umask(0077);   // The socket is created 0600.
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
+  builder.RegisterService(&identity);
+  builder.RegisterService(&node);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  umask(old_umask);
+  if (!server) {
+    spdlog::error("startup failed: cannot listen on '{}'", socket_path);
+    return 1;
+  }
+  chmod(socket_path.c_str(), 0600);
+  spdlog::info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
+               options.driver_name, options.node_id, options.csi_endpoint, *initiator, kVersion);
+
+  int sig = 0;
+  while (sigwait(&signals, &sig) != 0) {
+  }
+  spdlog::info("received signal {}, shutting down (volumes stay staged and published)",
+               strsignal(sig));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  server->Wait();
+  (void)RemoveFileIfExists(socket_path);
+  return 0;
+}
+
+}  // namespace stagehand::agent

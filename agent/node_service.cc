@@ -1,0 +1,596 @@
+#include "agent/node_service.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <absl/cleanup/cleanup.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/grpc_status.h"
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "base/sha256.h"
+#include "iscsi/session_conversions.h"
+#include "mounter/filesystem.h"
+#include "mounter/format_decision.h"
+#include "mounter/volume_stats.h"
+
+namespace stagehand::agent {
+namespace {
+
+using csi::v1::NodeServiceCapability;
+using state::v1::PublishRecord;
+using state::v1::VolumeRecord;
+
+std::map<std::string, std::string> ToMap(const google::protobuf::Map<std::string, std::string>& m) {
+  return {m.begin(), m.end()};
+}
+
+bool SameFlags(const google::protobuf::RepeatedPtrField<std::string>& a,
+               const std::vector<std::string>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
+
+// Removes a publish target left by us: an empty directory or an empty regular file.
+absl::Status RemoveTarget(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus() : ErrnoStatus(errno, absl::StrCat("stat '", path, "'"));
+  }
+  const int rc = S_ISDIR(st.st_mode) ? rmdir(path.c_str()) : unlink(path.c_str());
+  if (rc != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("remove target path '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl::Status s) {
+  if (s.ok()) {
+    spdlog::info("{} volume='{}' ok", rpc, volume_id);
+  } else if (s.code() == absl::StatusCode::kInvalidArgument ||
+             s.code() == absl::StatusCode::kAborted ||
+             s.code() == absl::StatusCode::kNotFound) {
+    spdlog::debug("{} volume='{}' rejected: {}", rpc, volume_id, s);
+  } else {
+    spdlog::warn("{} volume='{}' failed: {}", rpc, volume_id, s);
+  }
+  return s;
+}
+
+}  // namespace
+
+NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
+    : deps_(std::move(deps)), options_(std::move(options)), store_(RecordsDir()) {
+  if (!deps_.format) {
+    deps_.format = [](const std::string& d, std::string_view fs) { return mounter::Format(d, fs); };
+  }
+  if (!deps_.check) {
+    deps_.check = [](const std::string& d, std::string_view fs) { return mounter::Check(d, fs); };
+  }
+}
+
+std::string NodeService::RecordsDir() const { return JoinPath(options_.state_dir, "volumes"); }
+
+std::string NodeService::SessionDir(const std::string& volume_id) const {
+  return JoinPath(JoinPath(options_.runtime_dir, "sessions"), Sha256Hex(volume_id).substr(0, 32));
+}
+
+std::vector<std::string> NodeService::ReservedDirs() const {
+  return {RecordsDir(), JoinPath(options_.runtime_dir, "sessions")};
+}
+
+absl::Status NodeService::CheckParentIsReal(const std::string& path, std::string_view field) const {
+  // The path must be what it says: no symlink in its parent may redirect the mount elsewhere.
+  const std::string parent = ParentDir(path);
+  std::array<char, PATH_MAX> resolved{};
+  if (realpath(parent.c_str(), resolved.data()) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " '", path, "': parent directory '",
+                                                   parent, "' does not exist; create it first"));
+  }
+  if (parent != resolved.data()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ToAbsl(field), " '", path, "' goes through a symbolic link (its parent resolves to '",
+        resolved.data(), "'); give the real path"));
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ToAbsl(field), " '", path, "' is a symbolic link; give the real path"));
+  }
+  return absl::OkStatus();
+}
+
+bool NodeService::StagingHealthy(const VolumeRecord& record) {
+  if (record.phase() != VolumeRecord::STAGED) {
+    return false;
+  }
+  if (!deps_.transport.Health(record.session()).healthy) {
+    return false;
+  }
+  if (record.block()) {
+    return true;
+  }
+  auto m = deps_.mounter.Find(record.staging_path());
+  return m.ok() && m->has_value() && (*m)->source == record.session().loop_device();
+}
+
+absl::Status NodeService::TearDown(VolumeRecord& record) {
+  record.set_phase(VolumeRecord::UNSTAGING);
+  SH_RETURN_IF_ERROR(store_.Save(record));
+  if (!record.block() && !record.staging_path().empty()) {
+    auto m = deps_.mounter.Find(record.staging_path());
+    SH_RETURN_IF_ERROR(m.status());
+    if (m->has_value()) {
+      if (!record.session().loop_device().empty() &&
+          (*m)->source != record.session().loop_device()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "staging path '", record.staging_path(), "' holds a mount of '", (*m)->source,
+            "', not of this volume's device '", record.session().loop_device(),
+            "'; refusing to unmount it"));
+      }
+      SH_RETURN_IF_ERROR(deps_.mounter.Unmount(record.staging_path()));
+    }
+  }
+  SH_RETURN_IF_ERROR(deps_.transport.Detach(record.session()));
+  return store_.Remove(record.volume_id());
+}
+
+// ----- NodeStageVolume -----
+
+absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
+  SH_RETURN_IF_ERROR(CheckNotReserved(req.staging_target_path(), "staging_target_path", ReservedDirs()));
+  if (!req.has_volume_capability()) {
+    return absl::InvalidArgumentError("volume_capability is required");
+  }
+  SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
+  auto target = iscsi::ParseTargetSpec(ToMap(req.volume_context()), ToMap(req.secrets()));
+  if (!target.ok()) {
+    return target.status();
+  }
+  SH_RETURN_IF_ERROR(CheckParentIsReal(req.staging_target_path(), "staging_target_path"));
+
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return absl::AbortedError(
+        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (existing.has_value()) {
+    VolumeRecord& rec = *existing;
+    if (rec.staging_path() != req.staging_target_path() && rec.phase() == VolumeRecord::STAGED) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
+          "'; unstage it there first"));
+    }
+    const bool same = rec.block() == cap.block && rec.fs_type() == cap.fs_type &&
+                      SameFlags(rec.mount_flags(), cap.mount_flags) &&
+                      ToMap(rec.volume_context()) == ToMap(req.volume_context()) &&
+                      rec.access_mode() ==
+                          csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode);
+    if (rec.phase() == VolumeRecord::STAGED && !same) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
+          "' with a different capability or volume_context"));
+    }
+    if (same && StagingHealthy(rec)) {
+      return absl::OkStatus();  // Idempotent repeat.
+    }
+    // Half-done (crash mid-stage), or staged but broken (session died, host rebooted): undo what
+    // is left and stage again. The identity recorded last time must still match.
+    iscsi::LunIdentity previous = iscsi::FromProto(rec.identity());
+    SH_RETURN_IF_ERROR(WithContext(TearDown(rec), "clean up the previous stage attempt"));
+    VolumeRecord fresh;
+    *fresh.mutable_identity() = rec.identity();
+    (void)previous;
+    return StageFresh(req, std::move(fresh), cap, *target);
+  }
+  if (options_.max_volumes_per_node > 0 &&
+      static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this node already has ", options_.max_volumes_per_node, " volumes staged (the maximum)"));
+  }
+  return StageFresh(req, VolumeRecord(), cap, *target);
+}
+
+absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
+                                     VolumeRecord record, const CapabilitySpec& cap,
+                                     const iscsi::TargetSpec& target) {
+  const iscsi::LunIdentity previous = iscsi::FromProto(record.identity());
+  record.set_volume_id(req.volume_id());
+  record.set_staging_path(req.staging_target_path());
+  record.set_block(cap.block);
+  record.set_fs_type(cap.fs_type);
+  record.set_access_mode(csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode));
+  record.clear_mount_flags();
+  for (const auto& f : cap.mount_flags) {
+    record.add_mount_flags(f);
+  }
+  record.clear_portals();
+  for (const auto& p : target.portals) {
+    iscsi::ToProto(p, record.add_portals());
+  }
+  record.set_iqn(target.iqn);
+  record.set_lun(target.lun);
+  record.mutable_volume_context()->insert(req.volume_context().begin(), req.volume_context().end());
+  record.mutable_session()->set_runtime_dir(SessionDir(req.volume_id()));
+  record.mutable_session()->set_fuse_mount(JoinPath(SessionDir(req.volume_id()), "mnt"));
+  record.set_phase(VolumeRecord::STAGING);
+  // Persist before any side effect (safety rule 3).
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  absl::Cleanup undo = [&] {
+    if (auto s = TearDown(record); !s.ok()) {
+      spdlog::error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
+    }
+  };
+
+  iscsi::AttachRequest attach;
+  attach.target = target;
+  attach.initiator_name = options_.initiator_name;
+  attach.runtime_dir = SessionDir(req.volume_id());
+  SH_ASSIGN_OR_RETURN(iscsi::Attachment a, deps_.transport.Attach(attach));
+  *record.mutable_session() = a.session;
+  iscsi::ToProto(a.identity, record.mutable_identity());
+  record.set_capacity_bytes(a.capacity.Bytes());
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  if (!previous.Empty()) {
+    // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
+    // volume another application's disk.
+    SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, a.identity));
+  }
+  if (!cap.block) {
+    SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
+  }
+  record.set_phase(VolumeRecord::STAGED);
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  std::move(undo).Cancel();
+  return absl::OkStatus();
+}
+
+absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& device,
+                                      const CapabilitySpec& cap) {
+  SH_ASSIGN_OR_RETURN(mounter::ProbeResult probe, deps_.probe.Probe(device));
+  SH_ASSIGN_OR_RETURN(mounter::FormatAction action, mounter::DecideFormat(probe, cap.fs_type));
+  if (action == mounter::FormatAction::kFormat) {
+    if (cap.read_only_mode) {
+      return absl::FailedPreconditionError(
+          "the LUN is blank and the access mode is read-only; stage it read-write once to format it");
+    }
+    SH_RETURN_IF_ERROR(deps_.format(device, cap.fs_type));
+    record.set_formatted_by_us(true);
+  } else if (!cap.read_only_mode) {
+    SH_RETURN_IF_ERROR(deps_.check(device, cap.fs_type));
+  }
+  SH_RETURN_IF_ERROR(MakeDirs(record.staging_path(), 0750));
+  mounter::MountRequest m;
+  m.source = device;
+  m.target = record.staging_path();
+  m.fstype = cap.fs_type;
+  m.options = cap.mount_flags;
+  if (cap.read_only_mode) {
+    m.options.push_back("ro");
+  }
+  return deps_.mounter.Mount(m);
+}
+
+// ----- NodeUnstageVolume -----
+
+absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return absl::AbortedError(
+        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value()) {
+    auto m = deps_.mounter.Find(req.staging_target_path());
+    SH_RETURN_IF_ERROR(m.status());
+    if (m->has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "staging path '", req.staging_target_path(), "' is mounted but stagehand has no record of "
+          "volume '", req.volume_id(), "'; refusing to unmount what it did not mount"));
+    }
+    return absl::OkStatus();  // Already unstaged.
+  }
+  VolumeRecord& rec = *existing;
+  if (rec.staging_path() != req.staging_target_path()) {
+    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(),
+                                                      "' is staged at '", rec.staging_path(),
+                                                      "', not at '", req.staging_target_path(), "'"));
+  }
+  // Never unstage under a publish: a bind mount would keep using a dead device.
+  std::vector<std::string> still;
+  for (const auto& p : rec.publishes()) {
+    auto m = deps_.mounter.Find(p.target_path());
+    if (!m.ok() || m->has_value()) {
+      still.push_back(p.target_path());
+    }
+  }
+  if (!still.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(),
+                                                      "' is still published at ",
+                                                      absl::StrJoin(still, ", "),
+                                                      "; unpublish it first"));
+  }
+  return TearDown(rec);
+}
+
+// ----- NodePublishVolume -----
+
+absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
+  SH_RETURN_IF_ERROR(ValidatePathField(req.target_path(), "target_path"));
+  SH_RETURN_IF_ERROR(CheckNotReserved(req.target_path(), "target_path", ReservedDirs()));
+  if (req.target_path() == req.staging_target_path() ||
+      IsPathWithin(req.target_path(), req.staging_target_path())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_path '", req.target_path(), "' must not be the staging path or inside it"));
+  }
+  if (!req.has_volume_capability()) {
+    return absl::InvalidArgumentError("volume_capability is required");
+  }
+  SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
+  SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return absl::AbortedError(
+        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", req.volume_id(), "' is not staged; call NodeStageVolume first"));
+  }
+  VolumeRecord& rec = *existing;
+  if (rec.staging_path() != req.staging_target_path()) {
+    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(),
+                                                      "' is staged at '", rec.staging_path(),
+                                                      "', not at '", req.staging_target_path(), "'"));
+  }
+  if (rec.block() != cap.block) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "volume '", req.volume_id(), "' was staged as ", rec.block() ? "block" : "mount",
+        " but publish asks for ", cap.block ? "block" : "mount"));
+  }
+  const bool readonly = req.readonly() || cap.read_only_mode;
+  for (const auto& p : rec.publishes()) {
+    if (p.target_path() != req.target_path()) {
+      continue;
+    }
+    if (p.readonly() != readonly || !SameFlags(p.mount_flags(), cap.mount_flags)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "volume '", req.volume_id(), "' is already published at '", req.target_path(),
+          "' with different readonly or mount flags"));
+    }
+  }
+  auto mounted = deps_.mounter.Find(req.target_path());
+  SH_RETURN_IF_ERROR(mounted.status());
+  const bool recorded = std::any_of(rec.publishes().begin(), rec.publishes().end(),
+                                    [&](const PublishRecord& p) {
+                                      return p.target_path() == req.target_path();
+                                    });
+  if (mounted->has_value() && !recorded) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "target_path '", req.target_path(), "' already holds a mount that is not this volume's"));
+  }
+  if (!recorded) {
+    PublishRecord* p = rec.add_publishes();
+    p->set_target_path(req.target_path());
+    p->set_readonly(readonly);
+    for (const auto& f : cap.mount_flags) {
+      p->add_mount_flags(f);
+    }
+    SH_RETURN_IF_ERROR(WithContext(store_.Save(rec), "persist volume record"));
+  }
+  std::string source = rec.staging_path();
+  if (cap.block) {
+    source = rec.session().loop_device();
+    if (!PathExists(req.target_path())) {
+      int fd = open(req.target_path().c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        return ErrnoStatus(errno, absl::StrCat("create target file '", req.target_path(), "'"));
+      }
+      close(fd);
+    }
+  } else {
+    SH_RETURN_IF_ERROR(MakeDirs(req.target_path(), 0750));
+  }
+  std::vector<std::string> flags;
+  for (const auto& f : cap.mount_flags) {
+    // Filesystem options apply at the staging mount; the bind takes only per-mount flags.
+    if (f == "nosuid" || f == "nodev" || f == "noexec" || f == "noatime" || f == "nodiratime" ||
+        f == "relatime" || f == "strictatime") {
+      flags.push_back(f);
+    }
+  }
+  return deps_.mounter.Bind(source, req.target_path(), readonly, flags);
+}
+
+// ----- NodeUnpublishVolume -----
+
+absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& req) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_RETURN_IF_ERROR(ValidatePathField(req.target_path(), "target_path"));
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return absl::AbortedError(
+        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  auto mounted = deps_.mounter.Find(req.target_path());
+  SH_RETURN_IF_ERROR(mounted.status());
+  int index = -1;
+  if (existing.has_value()) {
+    for (int i = 0; i < existing->publishes_size(); ++i) {
+      if (existing->publishes(i).target_path() == req.target_path()) {
+        index = i;
+      }
+    }
+  }
+  if (index < 0) {
+    if (mounted->has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "target_path '", req.target_path(), "' is mounted but stagehand has no record of "
+          "publishing volume '", req.volume_id(), "' there; refusing to unmount it"));
+    }
+    return RemoveTarget(req.target_path());  // Already unpublished.
+  }
+  if (mounted->has_value()) {
+    SH_RETURN_IF_ERROR(deps_.mounter.Unmount(req.target_path()));
+  }
+  SH_RETURN_IF_ERROR(RemoveTarget(req.target_path()));
+  existing->mutable_publishes()->DeleteSubrange(index, 1);
+  return WithContext(store_.Save(*existing), "persist volume record");
+}
+
+// ----- NodeGetVolumeStats -----
+
+absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
+                                csi::v1::NodeGetVolumeStatsResponse* resp) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_RETURN_IF_ERROR(ValidatePathField(req.volume_path(), "volume_path"));
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
+  }
+  const VolumeRecord& rec = *existing;
+  bool known = rec.staging_path() == req.volume_path();
+  bool readonly_requested = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
+                            rec.access_mode() == "MULTI_NODE_READER_ONLY";
+  for (const auto& p : rec.publishes()) {
+    if (p.target_path() == req.volume_path()) {
+      known = true;
+      readonly_requested = readonly_requested || p.readonly();
+    }
+  }
+  if (!known || !PathExists(req.volume_path())) {
+    return absl::NotFoundError(absl::StrCat("volume_path '", req.volume_path(),
+                                            "' is not where volume '", req.volume_id(),
+                                            "' is staged or published"));
+  }
+  std::vector<std::string> problems;
+  if (rec.block()) {
+    auto size = mounter::BlockDeviceSize(rec.session().loop_device());
+    if (size.ok()) {
+      auto* u = resp->add_usage();
+      u->set_unit(csi::v1::VolumeUsage::BYTES);
+      u->set_total(*size);
+    } else {
+      problems.push_back(std::string(size.status().message()));
+    }
+  } else {
+    auto st = mounter::StatFilesystem(req.volume_path());
+    if (!st.ok()) {
+      return st.status();
+    }
+    auto* bytes = resp->add_usage();
+    bytes->set_unit(csi::v1::VolumeUsage::BYTES);
+    bytes->set_total(st->capacity_bytes);
+    bytes->set_available(st->available_bytes);
+    bytes->set_used(st->used_bytes);
+    auto* inodes = resp->add_usage();
+    inodes->set_unit(csi::v1::VolumeUsage::INODES);
+    inodes->set_total(st->inodes);
+    inodes->set_available(st->inodes_free);
+    inodes->set_used(st->inodes_used);
+    if (st->read_only && !readonly_requested) {
+      problems.push_back("the filesystem is read-only although it was mounted read-write "
+                         "(I/O errors made the kernel remount it; check the target and dmesg)");
+    }
+  }
+  const iscsi::SessionHealth health = deps_.transport.Health(rec.session());
+  if (!health.healthy) {
+    problems.insert(problems.begin(), health.message);
+  }
+  auto* cond = resp->mutable_volume_condition();
+  cond->set_abnormal(!problems.empty());
+  cond->set_message(problems.empty() ? "volume is healthy" : absl::StrJoin(problems, "; "));
+  return absl::OkStatus();
+}
+
+// ----- gRPC entry points -----
+
+grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
+                                          const csi::v1::NodeStageVolumeRequest* req,
+                                          csi::v1::NodeStageVolumeResponse*) {
+  return ToGrpcStatus(LogResult("NodeStageVolume", req->volume_id(), Stage(*req)));
+}
+
+grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
+                                            const csi::v1::NodeUnstageVolumeRequest* req,
+                                            csi::v1::NodeUnstageVolumeResponse*) {
+  return ToGrpcStatus(LogResult("NodeUnstageVolume", req->volume_id(), Unstage(*req)));
+}
+
+grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
+                                            const csi::v1::NodePublishVolumeRequest* req,
+                                            csi::v1::NodePublishVolumeResponse*) {
+  return ToGrpcStatus(LogResult("NodePublishVolume", req->volume_id(), Publish(*req)));
+}
+
+grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
+                                              const csi::v1::NodeUnpublishVolumeRequest* req,
+                                              csi::v1::NodeUnpublishVolumeResponse*) {
+  return ToGrpcStatus(LogResult("NodeUnpublishVolume", req->volume_id(), Unpublish(*req)));
+}
+
+grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
+                                             const csi::v1::NodeGetVolumeStatsRequest* req,
+                                             csi::v1::NodeGetVolumeStatsResponse* resp) {
+  return ToGrpcStatus(Stats(*req, resp));
+}
+
+grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
+                                           const csi::v1::NodeExpandVolumeRequest*,
+                                           csi::v1::NodeExpandVolumeResponse*) {
+  return {grpc::StatusCode::UNIMPLEMENTED,
+          "NodeExpandVolume is not supported yet (no EXPAND_VOLUME capability)"};
+}
+
+grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
+                                              const csi::v1::NodeGetCapabilitiesRequest*,
+                                              csi::v1::NodeGetCapabilitiesResponse* resp) {
+  for (auto type : {NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME,
+                    NodeServiceCapability::RPC::GET_VOLUME_STATS,
+                    NodeServiceCapability::RPC::VOLUME_CONDITION,
+                    NodeServiceCapability::RPC::SINGLE_NODE_MULTI_WRITER}) {
+    resp->add_capabilities()->mutable_rpc()->set_type(type);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*, const csi::v1::NodeGetInfoRequest*,
+                                      csi::v1::NodeGetInfoResponse* resp) {
+  resp->set_node_id(options_.node_id);
+  resp->set_max_volumes_per_node(options_.max_volumes_per_node);
+  return grpc::Status::OK;
+}
+
+}  // namespace stagehand::agent

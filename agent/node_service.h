@@ -1,0 +1,93 @@
+#pragma once
+
+// The CSI Node service of the built-in iSCSI driver: glue between the iSCSI transport, the
+// mounter and the persisted volume records. Thread-safe: gRPC calls it from many threads; one
+// operation per volume runs at a time (others get ABORTED).
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "agent/csi_validation.h"
+#include "agent/volume_locks.h"
+#include "agent/volume_store.h"
+#include "iscsi/transport.h"
+#include "mounter/block_probe.h"
+#include "mounter/mounter.h"
+#include "proto/csi.grpc.pb.h"
+
+namespace stagehand::agent {
+
+struct NodeServiceOptions {
+  std::string node_id;
+  int64_t max_volumes_per_node = 0;  // 0: unlimited.
+  std::string initiator_name;
+  std::string state_dir;    // Holds volumes/ (records).
+  std::string runtime_dir;  // Holds sessions/<hash>/ of session processes.
+};
+
+struct NodeServiceDeps {
+  iscsi::Transport& transport;
+  mounter::Mounter& mounter;
+  mounter::BlockProbe& probe;
+  // mkfs and fsck; default to mounter::Format / mounter::Check.
+  std::function<absl::Status(const std::string&, std::string_view)> format;
+  std::function<absl::Status(const std::string&, std::string_view)> check;
+};
+
+class NodeService final : public csi::v1::Node::Service {
+ public:
+  // `deps` must outlive the service.
+  NodeService(NodeServiceDeps deps, NodeServiceOptions options);
+
+  grpc::Status NodeStageVolume(grpc::ServerContext* ctx, const csi::v1::NodeStageVolumeRequest* req,
+                               csi::v1::NodeStageVolumeResponse* resp) override;
+  grpc::Status NodeUnstageVolume(grpc::ServerContext* ctx,
+                                 const csi::v1::NodeUnstageVolumeRequest* req,
+                                 csi::v1::NodeUnstageVolumeResponse* resp) override;
+  grpc::Status NodePublishVolume(grpc::ServerContext* ctx,
+                                 const csi::v1::NodePublishVolumeRequest* req,
+                                 csi::v1::NodePublishVolumeResponse* resp) override;
+  grpc::Status NodeUnpublishVolume(grpc::ServerContext* ctx,
+                                   const csi::v1::NodeUnpublishVolumeRequest* req,
+                                   csi::v1::NodeUnpublishVolumeResponse* resp) override;
+  grpc::Status NodeGetVolumeStats(grpc::ServerContext* ctx,
+                                  const csi::v1::NodeGetVolumeStatsRequest* req,
+                                  csi::v1::NodeGetVolumeStatsResponse* resp) override;
+  grpc::Status NodeExpandVolume(grpc::ServerContext* ctx,
+                                const csi::v1::NodeExpandVolumeRequest* req,
+                                csi::v1::NodeExpandVolumeResponse* resp) override;
+  grpc::Status NodeGetCapabilities(grpc::ServerContext* ctx,
+                                   const csi::v1::NodeGetCapabilitiesRequest* req,
+                                   csi::v1::NodeGetCapabilitiesResponse* resp) override;
+  grpc::Status NodeGetInfo(grpc::ServerContext* ctx, const csi::v1::NodeGetInfoRequest* req,
+                           csi::v1::NodeGetInfoResponse* resp) override;
+
+  // The operations behind the RPCs, as absl::Status (for tests and the logging wrapper).
+  absl::Status Stage(const csi::v1::NodeStageVolumeRequest& req);
+  absl::Status Unstage(const csi::v1::NodeUnstageVolumeRequest& req);
+  absl::Status Publish(const csi::v1::NodePublishVolumeRequest& req);
+  absl::Status Unpublish(const csi::v1::NodeUnpublishVolumeRequest& req);
+  absl::Status Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
+                     csi::v1::NodeGetVolumeStatsResponse* resp);
+
+ private:
+  std::string RecordsDir() const;
+  std::string SessionDir(const std::string& volume_id) const;
+  std::vector<std::string> ReservedDirs() const;
+  absl::Status CheckParentIsReal(const std::string& path, std::string_view field) const;
+  // Undoes whatever a record says exists (mount, session) and removes the record.
+  absl::Status TearDown(state::v1::VolumeRecord& record);
+  absl::Status StageFresh(const csi::v1::NodeStageVolumeRequest& req, state::v1::VolumeRecord record,
+                          const CapabilitySpec& cap, const iscsi::TargetSpec& target);
+  absl::Status MountStaged(state::v1::VolumeRecord& record, const std::string& device,
+                           const CapabilitySpec& cap);
+  bool StagingHealthy(const state::v1::VolumeRecord& record);
+
+  NodeServiceDeps deps_;
+  NodeServiceOptions options_;
+  VolumeStore store_;
+  VolumeLocks locks_;
+};
+
+}  // namespace stagehand::agent

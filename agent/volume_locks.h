@@ -1,0 +1,44 @@
+#pragma once
+
+// At most one CSI operation per volume at a time (CSI spec: "SHOULD return ABORTED when an
+// operation is pending for the volume"). Thread-safe.
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <absl/base/thread_annotations.h>
+
+namespace stagehand::agent {
+
+class VolumeLocks {
+ public:
+  // Holds the lock on one volume until destroyed; `held()` is false if it was taken.
+  class Guard {
+   public:
+    Guard(VolumeLocks& locks, std::string id) : locks_(locks), id_(std::move(id)) {
+      std::lock_guard lock(locks_.mu_);
+      held_ = locks_.busy_.insert(id_).second;
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    ~Guard() {
+      if (held_) {
+        std::lock_guard lock(locks_.mu_);
+        locks_.busy_.erase(id_);
+      }
+    }
+    bool held() const { return held_; }
+
+   private:
+    VolumeLocks& locks_;
+    std::string id_;
+    bool held_ = false;
+  };
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> busy_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stagehand::agent
