@@ -1,0 +1,245 @@
+#include "tests/integration/cluster.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
+
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "base/subprocess.h"
+#include "iscsi/loop_device.h"
+#include "iscsi/userspace_transport.h"
+#include "proto/state.pb.h"
+
+namespace stagehand::testing {
+namespace {
+
+std::vector<std::string> MountsUnder(const std::string& root) {
+  std::vector<std::string> out;
+  auto text = ReadFileToString("/proc/self/mountinfo");
+  if (!text.ok()) {
+    return out;
+  }
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() > 4 && IsPathWithin(f[4], root)) {
+      out.push_back(f[4]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& root) {
+  std::vector<std::pair<std::string, std::string>> out;
+  DIR* d = opendir("/sys/block");
+  if (d == nullptr) {
+    return out;
+  }
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (!name.starts_with("loop")) {
+      continue;
+    }
+    auto backing = iscsi::LoopBackingFile("/dev/" + name);
+    if (backing && backing->starts_with(root + "/")) {
+      out.emplace_back("/dev/" + name, *backing);
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+std::vector<int> SessionPidsUnder(const std::string& root) {
+  std::vector<int> out;
+  const std::string sessions = root + "/run/sessions";
+  DIR* d = opendir(sessions.c_str());
+  if (d == nullptr) {
+    return out;
+  }
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") {
+      continue;
+    }
+    auto raw = ReadFileToString(sessions + "/" + name + "/status");
+    state::v1::SessionStatus st;
+    if (raw.ok() && st.ParseFromString(*raw) && st.pid() > 0 &&
+        iscsi::ProcessStartTime(st.pid()) != 0) {
+      out.push_back(st.pid());
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace
+
+bool IntegrationEnabled() {
+  const char* v = getenv("SH_INTEGRATION");  // NOLINT(concurrency-mt-unsafe): test setup.
+  return geteuid() == 0 && v != nullptr && std::string(v) == "1";
+}
+
+std::string StagehandBinary() { return STAGEHAND_BINARY; }
+
+std::string MakeTempRoot() {
+  char tmpl[] = "/tmp/shXXXXXX";
+  char* dir = mkdtemp(tmpl);
+  return dir == nullptr ? "" : std::string(dir);
+}
+
+absl::Status MakeSparseFile(const std::string& path, uint64_t bytes) {
+  int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return ErrnoStatus(errno, "create " + path);
+  }
+  int rc = ftruncate(fd, static_cast<off_t>(bytes));
+  close(fd);
+  return rc == 0 ? absl::OkStatus() : ErrnoStatus(errno, "truncate " + path);
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx(int seconds) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return ctx;
+}
+
+StagehandDaemon::StagehandDaemon(std::string root, std::vector<std::string> extra_flags)
+    : root_(std::move(root)), socket_(root_ + "/csi.sock"), extra_flags_(std::move(extra_flags)) {}
+
+StagehandDaemon::~StagehandDaemon() { Kill(); }
+
+absl::Status StagehandDaemon::Start() {
+  std::vector<std::string> args = {StagehandBinary(),
+                                   "--csi-endpoint=" + endpoint(),
+                                   "--state-dir=" + state_dir(),
+                                   "--runtime-dir=" + runtime_dir(),
+                                   "--node-id=it-node",
+                                   "--log-level=debug"};
+  args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
+  const std::string log = root_ + "/daemon.log";
+  pid_ = fork();
+  if (pid_ < 0) {
+    return ErrnoStatus(errno, "fork");
+  }
+  if (pid_ == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // A private subchannel pool: after a restart, a shared pool could hand back the connection to
+  // the killed daemon, which looks READY until the first call fails.
+  grpc::ChannelArguments channel_args;
+  channel_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  node_.reset();
+  identity_.reset();
+  channel_ = grpc::CreateCustomChannel("unix:" + socket_, grpc::InsecureChannelCredentials(),
+                                       channel_args);
+  // Event-driven wait: gRPC connects as soon as the socket listens.
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(20);
+  while (!channel_->WaitForConnected(deadline)) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      auto text = ReadFileToString(log);
+      return absl::InternalError("stagehand exited at startup: " + text.value_or(""));
+    }
+    if (std::chrono::system_clock::now() >= deadline) {
+      return absl::DeadlineExceededError("stagehand did not listen within 20 s");
+    }
+  }
+  node_ = csi::v1::Node::NewStub(channel_);
+  identity_ = csi::v1::Identity::NewStub(channel_);
+  return absl::OkStatus();
+}
+
+void StagehandDaemon::Kill() {
+  if (pid_ <= 0) {
+    return;
+  }
+  kill(pid_, SIGKILL);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+int StagehandDaemon::Stop() {
+  if (pid_ <= 0) {
+    return -1;
+  }
+  kill(pid_, SIGTERM);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void ForceCleanup(const std::string& root) {
+  if (root.empty()) {
+    return;
+  }
+  // Order matters: filesystems on the loop devices first (deepest first), then the loop devices
+  // (while their FUSE backing path still resolves), then session processes, then FUSE mounts.
+  const std::string sessions = root + "/run/sessions";
+  for (int round = 0; round < 4; ++round) {
+    auto mounts = MountsUnder(root);
+    std::erase_if(mounts, [&](const std::string& m) { return IsPathWithin(m, sessions); });
+    if (mounts.empty()) {
+      break;
+    }
+    std::sort(mounts.begin(), mounts.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    for (const auto& m : mounts) {
+      if (umount2(m.c_str(), 0) != 0) {
+        umount2(m.c_str(), MNT_DETACH);
+      }
+    }
+  }
+  for (const auto& [dev, backing] : LoopsUnder(root)) {
+    (void)iscsi::DetachLoopDevice(dev, backing);
+  }
+  for (int pid : SessionPidsUnder(root)) {
+    kill(pid, SIGKILL);
+  }
+  for (const auto& m : MountsUnder(root)) {
+    umount2(m.c_str(), MNT_DETACH);
+  }
+  (void)RunProcess({"rm", "-rf", "--one-file-system", root});
+}
+
+std::vector<std::string> Leftovers(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& m : MountsUnder(root)) {
+    out.push_back("mount " + m);
+  }
+  for (const auto& [dev, backing] : LoopsUnder(root)) {
+    out.push_back("loop device " + dev + " -> " + backing);
+  }
+  for (int pid : SessionPidsUnder(root)) {
+    out.push_back("session process " + std::to_string(pid));
+  }
+  return out;
+}
+
+}  // namespace stagehand::testing

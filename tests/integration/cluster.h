@@ -1,0 +1,77 @@
+#pragma once
+
+// Integration-test plumbing: a temp root with short paths, a real `stagehand` daemon on a unix
+// socket in it, and a cleanup that leaves no mount, loop device or session process behind even
+// when a test fails.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "base/status.h"
+#include "proto/csi.grpc.pb.h"
+
+namespace stagehand::testing {
+
+// True when integration tests may run: root and SH_INTEGRATION=1.
+bool IntegrationEnabled();
+
+class StagehandDaemon {
+ public:
+  // `root` is a short temp dir; state, runtime dir and socket live in it.
+  explicit StagehandDaemon(std::string root, std::vector<std::string> extra_flags = {});
+  StagehandDaemon(const StagehandDaemon&) = delete;
+  StagehandDaemon& operator=(const StagehandDaemon&) = delete;
+  ~StagehandDaemon();
+
+  // Starts the daemon and waits until its CSI socket accepts connections.
+  absl::Status Start();
+  // SIGKILL, as in a crash.
+  void Kill();
+  // SIGTERM and wait; returns the exit code.
+  int Stop();
+  // Runs the binary with `flags` (without the standard ones) and returns its exit code.
+  pid_t pid() const { return pid_; }
+
+  std::string endpoint() const { return "unix://" + socket_; }
+  std::string socket_path() const { return socket_; }
+  std::string state_dir() const { return root_ + "/state"; }
+  std::string runtime_dir() const { return root_ + "/run"; }
+
+  csi::v1::Node::Stub& node() { return *node_; }
+  csi::v1::Identity::Stub& identity() { return *identity_; }
+
+ private:
+  std::string root_;
+  std::string socket_;
+  std::vector<std::string> extra_flags_;
+  pid_t pid_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<csi::v1::Node::Stub> node_;
+  std::unique_ptr<csi::v1::Identity::Stub> identity_;
+};
+
+// Creates a short temp dir ("/tmp/shXXXXXX").
+std::string MakeTempRoot();
+
+// Removes everything stagehand may have left under `root`: mounts (deepest first), loop devices
+// backed by files under it, session processes named by status files under it. Then the dir.
+void ForceCleanup(const std::string& root);
+
+// What is left under `root`, one line per leftover; empty when clean.
+std::vector<std::string> Leftovers(const std::string& root);
+
+// Creates a sparse file of `bytes`.
+absl::Status MakeSparseFile(const std::string& path, uint64_t bytes);
+
+// The path of the stagehand binary under test.
+std::string StagehandBinary();
+
+// A deadline-bounded client context.
+std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 60);
+
+}  // namespace stagehand::testing

@@ -1,0 +1,161 @@
+// Full lifecycle of the built-in driver against a real tgtd: stage, publish, I/O, unpublish,
+// unstage, and stage again without reformatting.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using Code = grpc::StatusCode;
+
+class LifecycleTest : public NodeIntegrationTest {};
+
+TEST_F(LifecycleTest, MountVolumeKeepsItsDataAcrossUnstageAndRestage) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+
+  ASSERT_TRUE(Stage(StageRequest("vol-a")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-a", target)).ok());
+  ASSERT_TRUE(WriteFileAtomically(target + "/data.txt", "precious data\n", 0644).ok());
+  ASSERT_EQ(Unpublish("vol-a", target).error_code(), Code::OK);
+  struct stat st {};
+  EXPECT_NE(stat(target.c_str(), &st), 0) << "target path must be removed";
+  ASSERT_EQ(Unstage("vol-a", Staging("vol-a")).error_code(), Code::OK);
+  EXPECT_TRUE(Leftovers(root_).empty());
+
+  ASSERT_TRUE(Stage(StageRequest("vol-a")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-a", target)).ok());
+  auto text = ReadFileToString(target + "/data.txt");
+
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "precious data\n");
+  EXPECT_TRUE(Unpublish("vol-a", target).ok());
+  EXPECT_TRUE(Unstage("vol-a", Staging("vol-a")).ok());
+}
+
+TEST_F(LifecycleTest, XfsVolumeIsFormattedAndMounted) {
+  AddLun(320ull << 20);  // mkfs.xfs needs 300 MiB.
+  const std::string target = root_ + "/pod1";
+
+  ASSERT_TRUE(Stage(StageRequest("vol-x", false, "xfs")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-x", target)).ok());
+  ASSERT_TRUE(WriteFileAtomically(target + "/f", "xfs\n", 0644).ok());
+
+  EXPECT_TRUE(Unpublish("vol-x", target).ok());
+  EXPECT_TRUE(Unstage("vol-x", Staging("vol-x")).ok());
+}
+
+TEST_F(LifecycleTest, BlockVolumeIsPublishedAsADeviceFile) {
+  AddLun();
+  const std::string target = root_ + "/blockdev";
+  std::vector<char> pattern(4096, 'z');
+
+  ASSERT_TRUE(Stage(StageRequest("vol-b", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-b", target, /*block=*/true)).ok());
+  {
+    int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    void* buf = nullptr;
+    ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
+    memcpy(buf, pattern.data(), 4096);
+    EXPECT_EQ(pwrite(fd, buf, 4096, 1 << 20), 4096);
+    EXPECT_EQ(fsync(fd), 0);
+    free(buf);
+    close(fd);
+  }
+  ASSERT_TRUE(Unpublish("vol-b", target).ok());
+  ASSERT_TRUE(Unstage("vol-b", Staging("vol-b")).ok());
+
+  // The data reached the LUN's backing file on the target.
+  int fd = open(lun_file_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::vector<char> back(4096);
+  EXPECT_EQ(pread(fd, back.data(), 4096, 1 << 20), 4096);
+  close(fd);
+  EXPECT_EQ(back, pattern);
+}
+
+TEST_F(LifecycleTest, EveryCallIsIdempotent) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+
+  EXPECT_TRUE(Stage(StageRequest("vol-i")).ok());
+  EXPECT_TRUE(Stage(StageRequest("vol-i")).ok());
+  EXPECT_TRUE(Publish(PublishRequest("vol-i", target)).ok());
+  EXPECT_TRUE(Publish(PublishRequest("vol-i", target)).ok());
+  EXPECT_TRUE(Unpublish("vol-i", target).ok());
+  EXPECT_TRUE(Unpublish("vol-i", target).ok());
+  EXPECT_TRUE(Unstage("vol-i", Staging("vol-i")).ok());
+  EXPECT_TRUE(Unstage("vol-i", Staging("vol-i")).ok());
+}
+
+TEST_F(LifecycleTest, ConflictingRepeatsAreAlreadyExists) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-c")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-c", target)).ok());
+
+  EXPECT_EQ(Stage(StageRequest("vol-c", false, "xfs")).error_code(), Code::ALREADY_EXISTS);
+  EXPECT_EQ(Publish(PublishRequest("vol-c", target, false, /*readonly=*/true)).error_code(),
+            Code::ALREADY_EXISTS);
+  EXPECT_EQ(Unstage("vol-c", Staging("vol-c")).error_code(), Code::FAILED_PRECONDITION)
+      << "must not unstage while published";
+
+  EXPECT_TRUE(Unpublish("vol-c", target).ok());
+  EXPECT_TRUE(Unstage("vol-c", Staging("vol-c")).ok());
+}
+
+TEST_F(LifecycleTest, ReadOnlyPublishRefusesWrites) {
+  AddLun();
+  const std::string rw = root_ + "/rw";
+  const std::string ro = root_ + "/ro";
+  ASSERT_TRUE(Stage(StageRequest("vol-r")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-r", rw)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-r", ro, false, /*readonly=*/true)).ok());
+
+  int fd = open((ro + "/nope").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  const int err = errno;
+
+  EXPECT_LT(fd, 0);
+  EXPECT_EQ(err, EROFS);
+  EXPECT_TRUE(WriteFileAtomically(rw + "/yes", "ok", 0644).ok());
+  EXPECT_TRUE(Unpublish("vol-r", ro).ok());
+  EXPECT_TRUE(Unpublish("vol-r", rw).ok());
+  EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
+}
+
+TEST_F(LifecycleTest, StatsReportBytesInodesAndANormalCondition) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-s")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-s", target)).ok());
+
+  csi::v1::NodeGetVolumeStatsResponse resp;
+  ASSERT_TRUE(Stats("vol-s", target, &resp).ok());
+
+  ASSERT_EQ(resp.usage_size(), 2);
+  EXPECT_EQ(resp.usage(0).unit(), csi::v1::VolumeUsage::BYTES);
+  EXPECT_GT(resp.usage(0).total(), 100 << 20);
+  EXPECT_EQ(resp.usage(1).unit(), csi::v1::VolumeUsage::INODES);
+  EXPECT_GT(resp.usage(1).total(), 0);
+  EXPECT_FALSE(resp.volume_condition().abnormal()) << resp.volume_condition().message();
+  csi::v1::NodeGetVolumeStatsResponse missing;
+  EXPECT_EQ(Stats("vol-s", root_ + "/elsewhere", &missing).error_code(), Code::NOT_FOUND);
+  EXPECT_EQ(Stats("no-such-volume", target, &missing).error_code(), Code::NOT_FOUND);
+  EXPECT_TRUE(Unpublish("vol-s", target).ok());
+  EXPECT_TRUE(Unstage("vol-s", Staging("vol-s")).ok());
+}
+
+}  // namespace
+}  // namespace stagehand::testing

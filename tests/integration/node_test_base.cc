@@ -1,0 +1,148 @@
+#include "tests/integration/node_test_base.h"
+
+#include <iostream>
+
+#include <absl/strings/str_cat.h>
+
+#include "base/file_io.h"
+
+namespace stagehand::testing {
+
+Tgtd* NodeIntegrationTest::tgtd_ = nullptr;
+int NodeIntegrationTest::next_tid_ = 1;
+
+void NodeIntegrationTest::SetUpTestSuite() {
+  if (!IntegrationEnabled()) {
+    return;
+  }
+  tgtd_ = new Tgtd();
+  auto s = tgtd_->Start();
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+void NodeIntegrationTest::TearDownTestSuite() {
+  delete tgtd_;
+  tgtd_ = nullptr;
+}
+
+void NodeIntegrationTest::SetUp() {
+  if (!IntegrationEnabled()) {
+    GTEST_SKIP() << "integration test: needs root and SH_INTEGRATION=1";
+  }
+  ASSERT_NE(tgtd_, nullptr);
+  root_ = MakeTempRoot();
+  ASSERT_FALSE(root_.empty());
+  tid_ = next_tid_++;
+  daemon_ = std::make_unique<StagehandDaemon>(root_);
+  auto s = daemon_->Start();
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+void NodeIntegrationTest::TearDown() {
+  if (root_.empty()) {
+    return;
+  }
+  if (daemon_) {
+    daemon_->Kill();
+  }
+  const auto left = Leftovers(root_);
+  if (HasFailure()) {
+    auto log = ReadFileToString(root_ + "/daemon.log");
+    std::cerr << "---- daemon log ----\n" << log.value_or("(none)") << "--------------------\n";
+  }
+  ForceCleanup(root_);
+  if (tgtd_ != nullptr && tgtd_->pid() > 0 && !lun_file_.empty()) {
+    (void)tgtd_->DeleteTarget(tid_);
+  }
+  EXPECT_TRUE(left.empty()) << "left behind: " << ::testing::PrintToString(left);
+}
+
+void NodeIntegrationTest::AddLun(uint64_t bytes) {
+  lun_file_ = root_ + "/lun.img";
+  ASSERT_TRUE(MakeSparseFile(lun_file_, bytes).ok());
+  ASSERT_TRUE(tgtd_->AddTarget(tid_, Iqn()).ok());
+  auto s = tgtd_->AddLun(tid_, 1, lun_file_);
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+std::string NodeIntegrationTest::Iqn() const {
+  return absl::StrCat("iqn.2026-11.dev.stagehand:it-", tid_);
+}
+
+std::map<std::string, std::string> NodeIntegrationTest::Context() const {
+  return {{"targetPortal", tgtd_->portal()}, {"iqn", Iqn()}, {"lun", "1"}};
+}
+
+csi::v1::NodeStageVolumeRequest NodeIntegrationTest::StageRequest(const std::string& volume_id,
+                                                                  bool block,
+                                                                  const std::string& fs_type) const {
+  csi::v1::NodeStageVolumeRequest req;
+  req.set_volume_id(volume_id);
+  req.set_staging_target_path(Staging(volume_id));
+  auto* cap = req.mutable_volume_capability();
+  if (block) {
+    cap->mutable_block();
+  } else {
+    cap->mutable_mount()->set_fs_type(fs_type);
+  }
+  cap->mutable_access_mode()->set_mode(csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+  for (const auto& [k, v] : Context()) {
+    (*req.mutable_volume_context())[k] = v;
+  }
+  return req;
+}
+
+csi::v1::NodePublishVolumeRequest NodeIntegrationTest::PublishRequest(
+    const std::string& volume_id, const std::string& target, bool block, bool readonly) const {
+  csi::v1::NodePublishVolumeRequest req;
+  req.set_volume_id(volume_id);
+  req.set_staging_target_path(Staging(volume_id));
+  req.set_target_path(target);
+  req.set_readonly(readonly);
+  auto* cap = req.mutable_volume_capability();
+  if (block) {
+    cap->mutable_block();
+  } else {
+    cap->mutable_mount()->set_fs_type("ext4");
+  }
+  cap->mutable_access_mode()->set_mode(csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+  return req;
+}
+
+grpc::Status NodeIntegrationTest::Stage(const csi::v1::NodeStageVolumeRequest& req) {
+  csi::v1::NodeStageVolumeResponse resp;
+  return daemon_->node().NodeStageVolume(Ctx().get(), req, &resp);
+}
+
+grpc::Status NodeIntegrationTest::Publish(const csi::v1::NodePublishVolumeRequest& req) {
+  csi::v1::NodePublishVolumeResponse resp;
+  return daemon_->node().NodePublishVolume(Ctx().get(), req, &resp);
+}
+
+grpc::Status NodeIntegrationTest::Unpublish(const std::string& volume_id,
+                                            const std::string& target) {
+  csi::v1::NodeUnpublishVolumeRequest req;
+  req.set_volume_id(volume_id);
+  req.set_target_path(target);
+  csi::v1::NodeUnpublishVolumeResponse resp;
+  return daemon_->node().NodeUnpublishVolume(Ctx().get(), req, &resp);
+}
+
+grpc::Status NodeIntegrationTest::Unstage(const std::string& volume_id,
+                                          const std::string& staging) {
+  csi::v1::NodeUnstageVolumeRequest req;
+  req.set_volume_id(volume_id);
+  req.set_staging_target_path(staging);
+  csi::v1::NodeUnstageVolumeResponse resp;
+  return daemon_->node().NodeUnstageVolume(Ctx().get(), req, &resp);
+}
+
+grpc::Status NodeIntegrationTest::Stats(const std::string& volume_id, const std::string& path,
+                                        csi::v1::NodeGetVolumeStatsResponse* resp) {
+  csi::v1::NodeGetVolumeStatsRequest req;
+  req.set_volume_id(volume_id);
+  req.set_volume_path(path);
+  return daemon_->node().NodeGetVolumeStats(Ctx().get(), req, resp);
+}
+
+}  // namespace stagehand::testing

@@ -1,0 +1,51 @@
+#pragma once
+
+// Fixture for integration tests of the built-in driver: one tgtd per test suite, a fresh temp
+// root, LUN and daemon per test, and a teardown that asserts nothing is left behind.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tests/integration/cluster.h"
+#include "tests/integration/tgtd.h"
+
+namespace stagehand::testing {
+
+class NodeIntegrationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+  void SetUp() override;
+  void TearDown() override;
+
+  // Creates target `tid_` with one LUN backed by a fresh sparse file of `bytes`.
+  void AddLun(uint64_t bytes = 128ull << 20);
+  std::string Iqn() const;
+  std::map<std::string, std::string> Context() const;
+
+  csi::v1::NodeStageVolumeRequest StageRequest(const std::string& volume_id, bool block = false,
+                                               const std::string& fs_type = "ext4") const;
+  csi::v1::NodePublishVolumeRequest PublishRequest(const std::string& volume_id,
+                                                   const std::string& target, bool block = false,
+                                                   bool readonly = false) const;
+  grpc::Status Stage(const csi::v1::NodeStageVolumeRequest& req);
+  grpc::Status Publish(const csi::v1::NodePublishVolumeRequest& req);
+  grpc::Status Unpublish(const std::string& volume_id, const std::string& target);
+  grpc::Status Unstage(const std::string& volume_id, const std::string& staging);
+  grpc::Status Stats(const std::string& volume_id, const std::string& path,
+                     csi::v1::NodeGetVolumeStatsResponse* resp);
+
+  std::string Staging(const std::string& volume_id) const { return root_ + "/stg-" + volume_id; }
+
+  static Tgtd* tgtd_;
+  static int next_tid_;
+  int tid_ = 0;
+  std::string root_;
+  std::string lun_file_;
+  std::unique_ptr<StagehandDaemon> daemon_;
+};
+
+}  // namespace stagehand::testing

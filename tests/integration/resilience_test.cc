@@ -1,0 +1,151 @@
+// The data path outlives the agent and survives target restarts.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/subprocess.h"
+#include "iscsi/userspace_transport.h"
+#include "proto/state.pb.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using Code = grpc::StatusCode;
+
+// Writes `bytes` of `fill` to `path` and fsyncs it. False on any error.
+bool WriteAndSync(const std::string& path, size_t bytes, char fill) {
+  int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  std::vector<char> buf(bytes, fill);
+  bool ok = write(fd, buf.data(), buf.size()) == static_cast<ssize_t>(buf.size()) && fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+bool HasContent(const std::string& path, size_t bytes, char fill) {
+  auto text = ReadFileToString(path);
+  return text.ok() && *text == std::string(bytes, fill);
+}
+
+class ResilienceTest : public NodeIntegrationTest {};
+
+TEST_F(ResilienceTest, IoContinuesWhileTheDaemonIsKilledAndTheRestartedDaemonCleansUp) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-k")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-k", target)).ok());
+
+  daemon_->Kill();
+  const bool wrote = WriteAndSync(target + "/after-kill", 1 << 20, 'k');
+  ASSERT_TRUE(daemon_->Start().ok());
+
+  EXPECT_TRUE(wrote) << "I/O must continue while the agent is down";
+  EXPECT_TRUE(HasContent(target + "/after-kill", 1 << 20, 'k'));
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  auto st = Stats("vol-k", target, &stats);
+  ASSERT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
+  EXPECT_FALSE(stats.volume_condition().abnormal()) << stats.volume_condition().message();
+  EXPECT_TRUE(Stage(StageRequest("vol-k")).ok()) << "a repeated stage adopts the live session";
+  EXPECT_TRUE(Unpublish("vol-k", target).ok());
+  EXPECT_TRUE(Unstage("vol-k", Staging("vol-k")).ok());
+}
+
+TEST_F(ResilienceTest, SessionReconnectsAfterTargetRestartAndInFlightIoCompletes) {
+  AddLun();
+  ASSERT_TRUE(tgtd_->Tune(tid_).ok());
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-t")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-t", target)).ok());
+  // A writer keeps writing and syncing files; the target restarts under it.
+  std::mutex mu;
+  std::condition_variable cv;
+  int written = 0;
+  bool failed = false;
+  bool stop = false;
+  std::thread writer([&] {
+    for (int i = 0;; ++i) {
+      const bool ok = WriteAndSync(target + "/f" + std::to_string(i % 8), 512 << 10,
+                                   static_cast<char>('a' + i % 8));
+      std::lock_guard lock(mu);
+      failed = !ok;
+      written = i + 1;
+      cv.notify_all();
+      if (failed || stop) {
+        return;
+      }
+    }
+  });
+  auto wait_for = [&](int count) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(90), [&] { return failed || written >= count; });
+  };
+  ASSERT_TRUE(wait_for(2));
+
+  auto restarted = tgtd_->Restart();
+  int after = 0;
+  {
+    std::lock_guard lock(mu);
+    after = written;
+  }
+  const bool progressed = wait_for(after + 4);
+  {
+    std::lock_guard lock(mu);
+    stop = true;
+  }
+  writer.join();
+
+  EXPECT_TRUE(progressed) << "writes stalled after the target restart";
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  EXPECT_FALSE(failed) << "writes must survive the target restart";
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-t", target, &stats).ok());
+  EXPECT_FALSE(stats.volume_condition().abnormal()) << stats.volume_condition().message();
+  ASSERT_TRUE(Unpublish("vol-t", target).ok());
+  ASSERT_TRUE(Unstage("vol-t", Staging("vol-t")).ok());
+  auto fsck = RunProcess({"e2fsck", "-fn", lun_file_});
+  ASSERT_TRUE(fsck.ok());
+  EXPECT_EQ(fsck->exit_code, 0) << fsck->output;
+}
+
+TEST_F(ResilienceTest, DeadSessionIsReportedAbnormalAndStillUnstagesCleanly) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-d", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-d", target, /*block=*/true)).ok());
+  // Find the session process through its status file and kill it, as the OOM killer would.
+  std::vector<std::string> sessions;
+  auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
+  ASSERT_TRUE(out.ok());
+  state::v1::SessionStatus status;
+  ASSERT_TRUE(status.ParseFromString(out->output));
+  ASSERT_GT(status.pid(), 0);
+  kill(status.pid(), SIGKILL);
+  while (iscsi::ProcessStartTime(status.pid()) != 0) {
+    std::this_thread::yield();
+  }
+
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-d", target, &stats).ok());
+
+  EXPECT_TRUE(stats.volume_condition().abnormal());
+  EXPECT_NE(stats.volume_condition().message().find("not running"), std::string::npos)
+      << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-d", target).ok());
+  EXPECT_TRUE(Unstage("vol-d", Staging("vol-d")).ok());
+}
+
+}  // namespace
+}  // namespace stagehand::testing

@@ -1,0 +1,152 @@
+// The field's data-loss bugs, each as a test: foreign data is never formatted, the wrong LUN is
+// never used, bad credentials and dead portals fail with the right code and leave nothing.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/subprocess.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using Code = grpc::StatusCode;
+
+class SafetyTest : public NodeIntegrationTest {
+ protected:
+  std::string LunDigest() {
+    auto text = ReadFileToString(lun_file_);
+    return text.ok() ? std::to_string(std::hash<std::string>{}(*text)) : "unreadable";
+  }
+
+  void WriteAt(uint64_t offset, const std::vector<uint8_t>& bytes) {
+    int fd = open(lun_file_.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)),
+              static_cast<ssize_t>(bytes.size()));
+    close(fd);
+  }
+};
+
+TEST_F(SafetyTest, LunWithAnotherFilesystemIsNeverFormatted) {
+  AddLun(320ull << 20);
+  auto mkfs = RunProcess({"mkfs.xfs", "-q", "-f", lun_file_});
+  ASSERT_TRUE(mkfs.ok() && mkfs->exit_code == 0);
+  const std::string before = LunDigest();
+
+  auto s = Stage(StageRequest("vol-f", false, "ext4"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("xfs"), std::string::npos) << s.error_message();
+  EXPECT_EQ(LunDigest(), before) << "the LUN must be untouched";
+  EXPECT_TRUE(Leftovers(root_).empty());
+  // Asking for what is there works and keeps the data.
+  EXPECT_TRUE(Stage(StageRequest("vol-f", false, "xfs")).ok());
+  EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
+}
+
+TEST_F(SafetyTest, LunWithAPartitionTableIsNeverFormatted) {
+  AddLun();
+  // An MBR with one Linux partition from sector 2048.
+  std::vector<uint8_t> mbr(512, 0);
+  mbr[446 + 4] = 0x83;
+  mbr[446 + 8] = 0x00;
+  mbr[446 + 9] = 0x08;
+  mbr[446 + 12] = 0x00;
+  mbr[446 + 13] = 0x00;
+  mbr[446 + 14] = 0x01;
+  mbr[510] = 0x55;
+  mbr[511] = 0xAA;
+  WriteAt(0, mbr);
+  const std::string before = LunDigest();
+
+  auto s = Stage(StageRequest("vol-pt"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_EQ(LunDigest(), before);
+  EXPECT_TRUE(Leftovers(root_).empty());
+}
+
+TEST_F(SafetyTest, LunWithUnrecognisedDataIsNeverFormatted) {
+  AddLun();
+  WriteAt(300 * 1024, std::vector<uint8_t>(4096, 0x5a));
+  const std::string before = LunDigest();
+
+  auto s = Stage(StageRequest("vol-nz"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_EQ(LunDigest(), before);
+}
+
+TEST_F(SafetyTest, WrongExpectedWwnFailsClosed) {
+  AddLun();
+  auto req = StageRequest("vol-w");
+  (*req.mutable_volume_context())["expectedWWN"] = "naa.600000000000000000000000deadbeef";
+  const std::string before = LunDigest();
+
+  auto s = Stage(req);
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("identity"), std::string::npos) << s.error_message();
+  EXPECT_EQ(LunDigest(), before);
+  EXPECT_TRUE(Leftovers(root_).empty());
+}
+
+TEST_F(SafetyTest, MatchingExpectedSerialIsAccepted) {
+  AddLun();
+  auto req = StageRequest("vol-sn");
+  // tgtd's default unit serial is "beaf" + tid + lun.
+  (*req.mutable_volume_context())["expectedSerial"] = "beaf" + std::to_string(tid_) + "1";
+
+  auto s = Stage(req);
+
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(Unstage("vol-sn", Staging("vol-sn")).ok());
+}
+
+TEST_F(SafetyTest, ChapRightCredentialsWorkWrongOnesAreUnauthenticated) {
+  AddLun();
+  ASSERT_TRUE(tgtd_->RequireChap(tid_, "user" + std::to_string(tid_), "s3cret-pass-123").ok());
+  auto wrong = StageRequest("vol-chap");
+  (*wrong.mutable_secrets())["node.session.auth.username"] = "user" + std::to_string(tid_);
+  (*wrong.mutable_secrets())["node.session.auth.password"] = "wrong-password-99";
+  auto none = StageRequest("vol-chap");
+  auto right = wrong;
+  (*right.mutable_secrets())["node.session.auth.password"] = "s3cret-pass-123";
+
+  auto bad = Stage(wrong);
+  auto missing = Stage(none);
+
+  EXPECT_EQ(bad.error_code(), Code::UNAUTHENTICATED) << bad.error_message();
+  EXPECT_EQ(bad.error_message().find("wrong-password-99"), std::string::npos);
+  EXPECT_NE(missing.error_code(), Code::OK);
+  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(Stage(right).ok());
+  auto log = ReadFileToString(root_ + "/daemon.log");
+  EXPECT_EQ(log.value_or("").find("s3cret-pass-123"), std::string::npos) << "secret in the log";
+  EXPECT_EQ(log.value_or("").find("wrong-password-99"), std::string::npos) << "secret in the log";
+  EXPECT_TRUE(Unstage("vol-chap", Staging("vol-chap")).ok());
+}
+
+TEST_F(SafetyTest, UnreachablePortalIsUnavailableAndUnknownTargetIsNotFound) {
+  AddLun();
+  auto unreachable = StageRequest("vol-u");
+  (*unreachable.mutable_volume_context())["targetPortal"] =
+      "127.0.0.1:" + std::to_string(FreeTcpPort());
+  auto unknown = StageRequest("vol-u");
+  (*unknown.mutable_volume_context())["iqn"] = "iqn.2026-11.dev.stagehand:no-such-target";
+
+  EXPECT_EQ(Stage(unreachable).error_code(), Code::UNAVAILABLE);
+  EXPECT_EQ(Stage(unknown).error_code(), Code::NOT_FOUND);
+  EXPECT_TRUE(Leftovers(root_).empty());
+}
+
+}  // namespace
+}  // namespace stagehand::testing

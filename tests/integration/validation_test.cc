@@ -1,0 +1,129 @@
+// Bad input gets the code the CSI spec names and changes nothing.
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/subprocess.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using Code = grpc::StatusCode;
+
+class ValidationTest : public NodeIntegrationTest {};
+
+TEST_F(ValidationTest, MalformedStageRequestsAreInvalidArgument) {
+  AddLun();
+  struct Case {
+    const char* name;
+    std::function<void(csi::v1::NodeStageVolumeRequest&)> mutate;
+  };
+  const Case cases[] = {
+      {"no volume id", [](auto& r) { r.clear_volume_id(); }},
+      {"no staging path", [](auto& r) { r.clear_staging_target_path(); }},
+      {"relative staging path", [](auto& r) { r.set_staging_target_path("relative/stage"); }},
+      {"traversing staging path",
+       [this](auto& r) { r.set_staging_target_path(root_ + "/a/../stage"); }},
+      {"no capability", [](auto& r) { r.clear_volume_capability(); }},
+      {"no access type", [](auto& r) { r.mutable_volume_capability()->clear_mount(); }},
+      {"unsupported fs", [](auto& r) {
+         r.mutable_volume_capability()->mutable_mount()->set_fs_type("btrfs");
+       }},
+      {"multi-writer ext4", [](auto& r) {
+         r.mutable_volume_capability()->mutable_access_mode()->set_mode(
+             csi::v1::VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER);
+       }},
+      {"no portal", [](auto& r) { r.mutable_volume_context()->erase("targetPortal"); }},
+      {"bad portal", [](auto& r) { (*r.mutable_volume_context())["targetPortal"] = "host:99999"; }},
+      {"no iqn", [](auto& r) { r.mutable_volume_context()->erase("iqn"); }},
+      {"bad lun", [](auto& r) { (*r.mutable_volume_context())["lun"] = "one"; }},
+      {"half CHAP", [](auto& r) { (*r.mutable_secrets())["node.session.auth.username"] = "u"; }},
+      {"staging inside state dir",
+       [this](auto& r) { r.set_staging_target_path(daemon_->state_dir() + "/volumes/x"); }},
+  };
+  for (const auto& c : cases) {
+    auto req = StageRequest("vol-v");
+    c.mutate(req);
+
+    EXPECT_EQ(Stage(req).error_code(), Code::INVALID_ARGUMENT) << c.name;
+  }
+  EXPECT_TRUE(Leftovers(root_).empty());
+}
+
+TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {
+  AddLun();
+  ASSERT_TRUE(Stage(StageRequest("vol-p")).ok());
+  // A symlink in the parent would make the bind mount land somewhere else than asked.
+  ASSERT_EQ(mkdir((root_ + "/real").c_str(), 0755), 0);
+  ASSERT_EQ(symlink((root_ + "/real").c_str(), (root_ + "/link").c_str()), 0);
+
+  EXPECT_EQ(Publish(PublishRequest("vol-p", "relative")).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(PublishRequest("vol-p", root_ + "/x/../y")).error_code(),
+            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(PublishRequest("vol-p", root_ + "/link/pod")).error_code(),
+            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(PublishRequest("vol-p", root_ + "/no/such/parent/pod")).error_code(),
+            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(PublishRequest("vol-p", Staging("vol-p") + "/inside")).error_code(),
+            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(PublishRequest("vol-p", root_ + "/pod", /*block=*/true)).error_code(),
+            Code::INVALID_ARGUMENT);
+  struct stat st {};
+  EXPECT_NE(stat((root_ + "/real/pod").c_str(), &st), 0) << "nothing created behind the link";
+  EXPECT_EQ(Publish(PublishRequest("never-staged", root_ + "/pod")).error_code(),
+            Code::FAILED_PRECONDITION);
+  csi::v1::NodeUnpublishVolumeRequest unpublish;
+  unpublish.set_target_path(root_ + "/pod");
+  csi::v1::NodeUnpublishVolumeResponse unpublish_resp;
+  EXPECT_EQ(daemon_->node().NodeUnpublishVolume(Ctx().get(), unpublish, &unpublish_resp).error_code(),
+            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Unstage("", Staging("vol-p")).error_code(), Code::INVALID_ARGUMENT);
+
+  EXPECT_TRUE(Unstage("vol-p", Staging("vol-p")).ok());
+}
+
+TEST_F(ValidationTest, UnstageOfAMountStagehandDidNotMakeFails) {
+  const std::string foreign = root_ + "/foreign";
+  ASSERT_EQ(mkdir(foreign.c_str(), 0755), 0);
+  ASSERT_EQ(mount("tmpfs", foreign.c_str(), "tmpfs", 0, nullptr), 0);
+
+  EXPECT_EQ(Unstage("vol-unknown", foreign).error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_EQ(Unpublish("vol-unknown", foreign).error_code(), Code::FAILED_PRECONDITION);
+
+  EXPECT_EQ(umount(foreign.c_str()), 0);
+}
+
+TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
+  RunOptions options;
+  options.timeout = std::chrono::seconds(20);  // A second instance that started would hang here.
+
+  auto same_state = RunProcess({StagehandBinary(), "--csi-endpoint=unix://" + root_ + "/other.sock",
+                                "--state-dir=" + daemon_->state_dir(),
+                                "--runtime-dir=" + daemon_->runtime_dir()},
+                               options);
+  auto same_socket = RunProcess({StagehandBinary(), "--csi-endpoint=" + daemon_->endpoint(),
+                                 "--state-dir=" + root_ + "/state2",
+                                 "--runtime-dir=" + root_ + "/run2"},
+                                options);
+
+  ASSERT_TRUE(same_state.ok()) << same_state.status();
+  EXPECT_NE(same_state->exit_code, 0);
+  EXPECT_NE(same_state->output.find("another stagehand is running"), std::string::npos)
+      << same_state->output;
+  ASSERT_TRUE(same_socket.ok()) << same_socket.status();
+  EXPECT_NE(same_socket->exit_code, 0);
+  csi::v1::GetPluginInfoResponse info;
+  EXPECT_TRUE(daemon_->identity().GetPluginInfo(Ctx().get(), {}, &info).ok())
+      << "the first instance keeps its socket";
+  EXPECT_EQ(info.name(), "iscsi.stagehand.dev");
+}
+
+}  // namespace
+}  // namespace stagehand::testing

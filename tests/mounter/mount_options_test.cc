@@ -1,0 +1,68 @@
+#include "mounter/mount_options.h"
+
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/status_matchers.h"
+
+namespace stagehand::mounter {
+namespace {
+
+using ::stagehand::testing::StatusIs;
+using ::testing::HasSubstr;
+
+TEST(JoinMountOptionsTest, JoinsWithCommas) {
+  EXPECT_EQ(JoinMountOptions({"ro", "noatime", "discard"}).value(), "ro,noatime,discard");
+  EXPECT_EQ(JoinMountOptions({}).value(), "");
+}
+
+TEST(JoinMountOptionsTest, RejectsEmptyAndSmuggledOptions) {
+  EXPECT_THAT(JoinMountOptions({"ro", ""}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(JoinMountOptions({"noatime,suid"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("noatime,suid")));
+}
+
+TEST(BindRemountFlagsTest, MapsReadOnlyAndOptions) {
+  EXPECT_EQ(BindRemountFlags(false, {}).value(), 0u);
+  EXPECT_EQ(BindRemountFlags(true, {}).value(), uint64_t{MS_RDONLY});
+  EXPECT_EQ(BindRemountFlags(true, {"nosuid", "nodev", "noexec"}).value(),
+            uint64_t{MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC});
+  EXPECT_EQ(BindRemountFlags(false, {"ro"}).value(), uint64_t{MS_RDONLY});
+  EXPECT_EQ(BindRemountFlags(false, {"noatime", "nodiratime"}).value(),
+            uint64_t{MS_NOATIME | MS_NODIRATIME});
+}
+
+TEST(BindRemountFlagsTest, RejectsUnknownOptions) {
+  EXPECT_THAT(BindRemountFlags(false, {"rw"}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(BindRemountFlags(false, {"suid"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'suid'")));
+  EXPECT_THAT(BindRemountFlags(true, {"nosuid", "bind"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(InheritedBindFlagsTest, KeepsTheSourceRestrictions) {
+  EXPECT_EQ(InheritedBindFlags(0, 0), 0u);
+  EXPECT_EQ(InheritedBindFlags(ST_NOSUID | ST_NODEV | ST_NOEXEC | ST_RDONLY, 0),
+            uint64_t{MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY});
+  EXPECT_EQ(InheritedBindFlags(ST_RELATIME | ST_NODIRATIME, 0),
+            uint64_t{MS_RELATIME | MS_NODIRATIME});
+  EXPECT_EQ(InheritedBindFlags(ST_NOATIME, 0), uint64_t{MS_NOATIME});
+}
+
+TEST(InheritedBindFlagsTest, RequestedAtimeFlagsWin) {
+  EXPECT_EQ(InheritedBindFlags(ST_RELATIME | ST_NOSUID, MS_STRICTATIME), uint64_t{MS_NOSUID});
+  EXPECT_EQ(InheritedBindFlags(ST_NOATIME, MS_RELATIME), 0u);
+}
+
+TEST(HasMountOptionTest, MatchesWholeEntriesOnly) {
+  EXPECT_TRUE(HasMountOption("ro,nosuid", "ro"));
+  EXPECT_TRUE(HasMountOption("rw,nosuid", "nosuid"));
+  EXPECT_FALSE(HasMountOption("rw,errors=remount-ro", "ro"));
+  EXPECT_FALSE(HasMountOption("", "ro"));
+}
+
+}  // namespace
+}  // namespace stagehand::mounter
