@@ -25,8 +25,8 @@ absl::Status CheckNotReserved(const std::string& path, std::string_view field,
   for (const auto& dir : reserved) {
     if (!dir.empty() && (IsPathWithin(path, dir) || IsPathWithin(dir, path))) {
       return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " '", path,
-                                                     "' overlaps stagehand's own directory '",
-                                                     dir, "'; choose a path outside it"));
+                                                     "' overlaps stagehand's own directory '", dir,
+                                                     "'; choose a path outside it"));
     }
   }
   return absl::OkStatus();
@@ -40,15 +40,16 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
     const auto& mount = capability.mount();
     spec.fs_type = mount.fs_type().empty() ? "ext4" : mount.fs_type();
     if (spec.fs_type != "ext4" && spec.fs_type != "xfs") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "volume_capability.mount.fs_type '", mount.fs_type(), "' is not supported; use ext4 or xfs"));
+      return absl::InvalidArgumentError(absl::StrCat("volume_capability.mount.fs_type '",
+                                                     mount.fs_type(),
+                                                     "' is not supported; use ext4 or xfs"));
     }
     for (const auto& flag : mount.mount_flags()) {
       if (flag.empty() || flag.find(',') != std::string::npos || flag == "bind" ||
           flag == "rbind" || flag == "remount" || flag == "move") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "mount flag '", flag,
-            "' is not allowed; give one option per entry and no bind/remount/move"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("mount flag '", flag,
+                         "' is not allowed; give one option per entry and no bind/remount/move"));
       }
       spec.mount_flags.push_back(flag);
     }

@@ -69,7 +69,8 @@ int RunDaemon(DaemonOptions options) {
   }
   if (options.csi_endpoint.empty()) {
     options.csi_endpoint = absl::StrCat(
-        "unix://", JoinPath(options.state_dir, absl::StrCat("plugins/", options.driver_name, "/csi.sock")));
+        "unix://",
+        JoinPath(options.state_dir, absl::StrCat("plugins/", options.driver_name, "/csi.sock")));
   }
   const std::string socket_path = UnixSocketPath(options.csi_endpoint);
   if (socket_path.empty() || !IsCleanAbsolutePath(socket_path)) {
@@ -98,8 +99,8 @@ int RunDaemon(DaemonOptions options) {
     spdlog::error("startup failed: {}", socket_lock.status());
     return 1;
   }
-  auto initiator = ResolveInitiatorName(options.initiator_name, options.iscsi_initiator_conf,
-                                        options.state_dir);
+  auto initiator =
+      ResolveInitiatorName(options.initiator_name, options.iscsi_initiator_conf, options.state_dir);
   if (!initiator.ok()) {
     spdlog::error("startup failed: {}", initiator.status());
     return 2;

@@ -59,12 +59,10 @@ absl::StatusOr<std::string> ResolveInitiatorName(const std::string& flag,
     }
   }
   std::random_device rd;
-  const std::string name =
-      absl::StrCat("iqn.2026-11.dev.stagehand:", h.empty() ? "node" : h, ".",
-                   absl::Hex(static_cast<uint32_t>(rd()), absl::kZeroPad8));
+  const std::string name = absl::StrCat("iqn.2026-11.dev.stagehand:", h.empty() ? "node" : h, ".",
+                                        absl::Hex(static_cast<uint32_t>(rd()), absl::kZeroPad8));
   SH_RETURN_IF_ERROR(MakeDirs(state_dir, 0700));
-  SH_RETURN_IF_ERROR(
-      WriteFileAtomically(stored, absl::StrCat("InitiatorName=", name, "\n"), 0644));
+  SH_RETURN_IF_ERROR(WriteFileAtomically(stored, absl::StrCat("InitiatorName=", name, "\n"), 0644));
   return name;
 }
 

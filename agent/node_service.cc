@@ -41,14 +41,17 @@ bool SameFlags(const google::protobuf::RepeatedPtrField<std::string>& a,
 
 bool PathExists(const std::string& path) {
   struct stat st {};
+
   return lstat(path.c_str(), &st) == 0;
 }
 
 // Removes a publish target left by us: an empty directory or an empty regular file.
 absl::Status RemoveTarget(const std::string& path) {
   struct stat st {};
+
   if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus() : ErrnoStatus(errno, absl::StrCat("stat '", path, "'"));
+    return errno == ENOENT ? absl::OkStatus()
+                           : ErrnoStatus(errno, absl::StrCat("stat '", path, "'"));
   }
   const int rc = S_ISDIR(st.st_mode) ? rmdir(path.c_str()) : unlink(path.c_str());
   if (rc != 0 && errno != ENOENT) {
@@ -61,8 +64,7 @@ absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl:
   if (s.ok()) {
     spdlog::info("{} volume='{}' ok", rpc, volume_id);
   } else if (s.code() == absl::StatusCode::kInvalidArgument ||
-             s.code() == absl::StatusCode::kAborted ||
-             s.code() == absl::StatusCode::kNotFound) {
+             s.code() == absl::StatusCode::kAborted || s.code() == absl::StatusCode::kNotFound) {
     spdlog::debug("{} volume='{}' rejected: {}", rpc, volume_id, s);
   } else {
     spdlog::warn("{} volume='{}' failed: {}", rpc, volume_id, s);
@@ -82,7 +84,9 @@ NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
   }
 }
 
-std::string NodeService::RecordsDir() const { return JoinPath(options_.state_dir, "volumes"); }
+std::string NodeService::RecordsDir() const {
+  return JoinPath(options_.state_dir, "volumes");
+}
 
 std::string NodeService::SessionDir(const std::string& volume_id) const {
   return JoinPath(JoinPath(options_.runtime_dir, "sessions"), Sha256Hex(volume_id).substr(0, 32));
@@ -97,15 +101,18 @@ absl::Status NodeService::CheckParentIsReal(const std::string& path, std::string
   const std::string parent = ParentDir(path);
   std::array<char, PATH_MAX> resolved{};
   if (realpath(parent.c_str(), resolved.data()) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " '", path, "': parent directory '",
-                                                   parent, "' does not exist; create it first"));
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " '", path,
+                                                   "': parent directory '", parent,
+                                                   "' does not exist; create it first"));
   }
   if (parent != resolved.data()) {
     return absl::InvalidArgumentError(absl::StrCat(
         ToAbsl(field), " '", path, "' goes through a symbolic link (its parent resolves to '",
         resolved.data(), "'); give the real path"));
   }
+
   struct stat st {};
+
   if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat(ToAbsl(field), " '", path, "' is a symbolic link; give the real path"));
@@ -136,10 +143,10 @@ absl::Status NodeService::TearDown(VolumeRecord& record) {
     if (m->has_value()) {
       if (!record.session().loop_device().empty() &&
           (*m)->source != record.session().loop_device()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "staging path '", record.staging_path(), "' holds a mount of '", (*m)->source,
-            "', not of this volume's device '", record.session().loop_device(),
-            "'; refusing to unmount it"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("staging path '", record.staging_path(), "' holds a mount of '",
+                         (*m)->source, "', not of this volume's device '",
+                         record.session().loop_device(), "'; refusing to unmount it"));
       }
       SH_RETURN_IF_ERROR(deps_.mounter.Unmount(record.staging_path()));
     }
@@ -155,7 +162,8 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
     return absl::InvalidArgumentError("volume_id is required");
   }
   SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
-  SH_RETURN_IF_ERROR(CheckNotReserved(req.staging_target_path(), "staging_target_path", ReservedDirs()));
+  SH_RETURN_IF_ERROR(
+      CheckNotReserved(req.staging_target_path(), "staging_target_path", ReservedDirs()));
   if (!req.has_volume_capability()) {
     return absl::InvalidArgumentError("volume_capability is required");
   }
@@ -175,19 +183,19 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
   if (existing.has_value()) {
     VolumeRecord& rec = *existing;
     if (rec.staging_path() != req.staging_target_path() && rec.phase() == VolumeRecord::STAGED) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
-          "'; unstage it there first"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
+                       "'; unstage it there first"));
     }
-    const bool same = rec.block() == cap.block && rec.fs_type() == cap.fs_type &&
-                      SameFlags(rec.mount_flags(), cap.mount_flags) &&
-                      ToMap(rec.volume_context()) == ToMap(req.volume_context()) &&
-                      rec.access_mode() ==
-                          csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode);
+    const bool same =
+        rec.block() == cap.block && rec.fs_type() == cap.fs_type &&
+        SameFlags(rec.mount_flags(), cap.mount_flags) &&
+        ToMap(rec.volume_context()) == ToMap(req.volume_context()) &&
+        rec.access_mode() == csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode);
     if (rec.phase() == VolumeRecord::STAGED && !same) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
-          "' with a different capability or volume_context"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
+                       "' with a different capability or volume_context"));
     }
     if (same && StagingHealthy(rec)) {
       return absl::OkStatus();  // Idempotent repeat.
@@ -270,7 +278,8 @@ absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& d
   if (action == mounter::FormatAction::kFormat) {
     if (cap.read_only_mode) {
       return absl::FailedPreconditionError(
-          "the LUN is blank and the access mode is read-only; stage it read-write once to format it");
+          "the LUN is blank and the access mode is read-only; stage it read-write once to format "
+          "it");
     }
     SH_RETURN_IF_ERROR(deps_.format(device, cap.fs_type));
     record.set_formatted_by_us(true);
@@ -306,17 +315,19 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
     auto m = deps_.mounter.Find(req.staging_target_path());
     SH_RETURN_IF_ERROR(m.status());
     if (m->has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "staging path '", req.staging_target_path(), "' is mounted but stagehand has no record of "
-          "volume '", req.volume_id(), "'; refusing to unmount what it did not mount"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("staging path '", req.staging_target_path(),
+                       "' is mounted but stagehand has no record of "
+                       "volume '",
+                       req.volume_id(), "'; refusing to unmount what it did not mount"));
     }
     return absl::OkStatus();  // Already unstaged.
   }
   VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
-    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(),
-                                                      "' is staged at '", rec.staging_path(),
-                                                      "', not at '", req.staging_target_path(), "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path(),
+                     "', not at '", req.staging_target_path(), "'"));
   }
   // Never unstage under a publish: a bind mount would keep using a dead device.
   std::vector<std::string> still;
@@ -327,10 +338,9 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
     }
   }
   if (!still.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(),
-                                                      "' is still published at ",
-                                                      absl::StrJoin(still, ", "),
-                                                      "; unpublish it first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", req.volume_id(), "' is still published at ",
+                     absl::StrJoin(still, ", "), "; unpublish it first"));
   }
   return TearDown(rec);
 }
@@ -346,8 +356,8 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   SH_RETURN_IF_ERROR(CheckNotReserved(req.target_path(), "target_path", ReservedDirs()));
   if (req.target_path() == req.staging_target_path() ||
       IsPathWithin(req.target_path(), req.staging_target_path())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "target_path '", req.target_path(), "' must not be the staging path or inside it"));
+    return absl::InvalidArgumentError(absl::StrCat("target_path '", req.target_path(),
+                                                   "' must not be the staging path or inside it"));
   }
   if (!req.has_volume_capability()) {
     return absl::InvalidArgumentError("volume_capability is required");
@@ -361,14 +371,14 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "volume '", req.volume_id(), "' is not staged; call NodeStageVolume first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", req.volume_id(), "' is not staged; call NodeStageVolume first"));
   }
   VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
-    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(),
-                                                      "' is staged at '", rec.staging_path(),
-                                                      "', not at '", req.staging_target_path(), "'"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path(),
+                     "', not at '", req.staging_target_path(), "'"));
   }
   if (rec.block() != cap.block) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -381,17 +391,16 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
       continue;
     }
     if (p.readonly() != readonly || !SameFlags(p.mount_flags(), cap.mount_flags)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "volume '", req.volume_id(), "' is already published at '", req.target_path(),
-          "' with different readonly or mount flags"));
+      return absl::AlreadyExistsError(absl::StrCat("volume '", req.volume_id(),
+                                                   "' is already published at '", req.target_path(),
+                                                   "' with different readonly or mount flags"));
     }
   }
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
-  const bool recorded = std::any_of(rec.publishes().begin(), rec.publishes().end(),
-                                    [&](const PublishRecord& p) {
-                                      return p.target_path() == req.target_path();
-                                    });
+  const bool recorded =
+      std::any_of(rec.publishes().begin(), rec.publishes().end(),
+                  [&](const PublishRecord& p) { return p.target_path() == req.target_path(); });
   if (mounted->has_value() && !recorded) {
     return absl::AlreadyExistsError(absl::StrCat(
         "target_path '", req.target_path(), "' already holds a mount that is not this volume's"));
@@ -454,9 +463,11 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
   }
   if (index < 0) {
     if (mounted->has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "target_path '", req.target_path(), "' is mounted but stagehand has no record of "
-          "publishing volume '", req.volume_id(), "' there; refusing to unmount it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("target_path '", req.target_path(),
+                       "' is mounted but stagehand has no record of "
+                       "publishing volume '",
+                       req.volume_id(), "' there; refusing to unmount it"));
     }
     return RemoveTarget(req.target_path());  // Already unpublished.
   }
@@ -521,8 +532,9 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
     inodes->set_available(st->inodes_free);
     inodes->set_used(st->inodes_used);
     if (st->read_only && !readonly_requested) {
-      problems.push_back("the filesystem is read-only although it was mounted read-write "
-                         "(I/O errors made the kernel remount it; check the target and dmesg)");
+      problems.push_back(
+          "the filesystem is read-only although it was mounted read-write "
+          "(I/O errors made the kernel remount it; check the target and dmesg)");
     }
   }
   const iscsi::SessionHealth health = deps_.transport.Health(rec.session());
@@ -577,10 +589,10 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
 grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
                                               const csi::v1::NodeGetCapabilitiesRequest*,
                                               csi::v1::NodeGetCapabilitiesResponse* resp) {
-  for (auto type : {NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME,
-                    NodeServiceCapability::RPC::GET_VOLUME_STATS,
-                    NodeServiceCapability::RPC::VOLUME_CONDITION,
-                    NodeServiceCapability::RPC::SINGLE_NODE_MULTI_WRITER}) {
+  for (auto type :
+       {NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME,
+        NodeServiceCapability::RPC::GET_VOLUME_STATS, NodeServiceCapability::RPC::VOLUME_CONDITION,
+        NodeServiceCapability::RPC::SINGLE_NODE_MULTI_WRITER}) {
     resp->add_capabilities()->mutable_rpc()->set_type(type);
   }
   return grpc::Status::OK;

@@ -78,8 +78,9 @@ class NodeService final : public csi::v1::Node::Service {
   absl::Status CheckParentIsReal(const std::string& path, std::string_view field) const;
   // Undoes whatever a record says exists (mount, session) and removes the record.
   absl::Status TearDown(state::v1::VolumeRecord& record);
-  absl::Status StageFresh(const csi::v1::NodeStageVolumeRequest& req, state::v1::VolumeRecord record,
-                          const CapabilitySpec& cap, const iscsi::TargetSpec& target);
+  absl::Status StageFresh(const csi::v1::NodeStageVolumeRequest& req,
+                          state::v1::VolumeRecord record, const CapabilitySpec& cap,
+                          const iscsi::TargetSpec& target);
   absl::Status MountStaged(state::v1::VolumeRecord& record, const std::string& device,
                            const CapabilitySpec& cap);
   bool StagingHealthy(const state::v1::VolumeRecord& record);

@@ -2,12 +2,12 @@
 
 #include <cstring>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include "agent/daemon.h"
 #include "agent/version.h"
 #include "iscsi/session_process.h"
+#include <CLI/CLI.hpp>
 
 int main(int argc, char** argv) {
   // Internal role: a userspace iSCSI session process started by the transport (fds 3 and 4).

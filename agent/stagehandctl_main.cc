@@ -4,6 +4,8 @@
 //   stagehandctl ... node stage --volume-id v1 --staging-path /mnt/s -c targetPortal=127.0.0.1
 //       -c iqn=iqn.2026-11.dev.stagehand:t1 -c lun=1 [--secrets-file chap.yaml]
 
+#include <yaml-cpp/yaml.h>
+
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -11,12 +13,11 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
-#include <yaml-cpp/yaml.h>
 
 #include "proto/csi.grpc.pb.h"
+#include <CLI/CLI.hpp>
 
 namespace {
 
@@ -199,8 +200,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) {
       return Fail(s);
     }
-    Print(c, r, "node_id: " + r.node_id() + "\nmax_volumes_per_node: " +
-                    std::to_string(r.max_volumes_per_node()) + "\n");
+    Print(c, r,
+          "node_id: " + r.node_id() +
+              "\nmax_volumes_per_node: " + std::to_string(r.max_volumes_per_node()) + "\n");
   } else if (*n_caps) {
     csi::v1::NodeGetCapabilitiesResponse r;
     auto s = node_stub->NodeGetCapabilities(Context(c).get(), {}, &r);

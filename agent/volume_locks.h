@@ -20,14 +20,17 @@ class VolumeLocks {
       std::lock_guard lock(locks_.mu_);
       held_ = locks_.busy_.insert(id_).second;
     }
+
     Guard(const Guard&) = delete;
     Guard& operator=(const Guard&) = delete;
+
     ~Guard() {
       if (held_) {
         std::lock_guard lock(locks_.mu_);
         locks_.busy_.erase(id_);
       }
     }
+
     bool held() const { return held_; }
 
    private:

@@ -28,8 +28,8 @@ absl::StatusOr<std::optional<state::v1::VolumeRecord>> VolumeStore::Load(
   state::v1::VolumeRecord record;
   auto parsed = google::protobuf::util::JsonStringToMessage(*text, &record);
   if (!parsed.ok()) {
-    return absl::DataLossError(absl::StrCat("volume record '", path, "' is corrupt: ",
-                                            std::string(parsed.message())));
+    return absl::DataLossError(
+        absl::StrCat("volume record '", path, "' is corrupt: ", std::string(parsed.message())));
   }
   return record;
 }

@@ -30,6 +30,7 @@ class VolumeStore {
   std::vector<state::v1::VolumeRecord> List(std::vector<std::string>* errors = nullptr) const;
 
   std::string PathFor(const std::string& volume_id) const;
+
   const std::string& dir() const { return dir_; }
 
  private:

@@ -75,12 +75,15 @@ absl::Status MakeDirs(const std::string& path, mode_t mode) {
   if (path.empty() || path == "/") {
     return absl::OkStatus();
   }
+
   struct stat st {};
+
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       return absl::OkStatus();
     }
-    return absl::FailedPreconditionError(absl::StrCat("'", path, "' exists and is not a directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", path, "' exists and is not a directory"));
   }
   SH_RETURN_IF_ERROR(MakeDirs(ParentDir(path), mode));
   if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {

@@ -16,9 +16,13 @@
 namespace stagehand {
 
 // Debian builds abseil with its own string_view type; these convert at the boundary.
-inline absl::string_view ToAbsl(std::string_view s) { return {s.data(), s.size()}; }
+inline absl::string_view ToAbsl(std::string_view s) {
+  return {s.data(), s.size()};
+}
 
-inline std::string_view ToStd(absl::string_view s) { return {s.data(), s.size()}; }
+inline std::string_view ToStd(absl::string_view s) {
+  return {s.data(), s.size()};
+}
 
 // Returns `s` with "`context`: " prefixed to its message; the code is kept. OK stays OK.
 absl::Status WithContext(const absl::Status& s, std::string_view context);

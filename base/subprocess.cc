@@ -20,11 +20,15 @@ namespace {
 
 constexpr size_t kMaxOutput = 64 * 1024;
 
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdOpen(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
 
 }  // namespace
 
-std::string ArgvToString(const std::vector<std::string>& argv) { return absl::StrJoin(argv, " "); }
+std::string ArgvToString(const std::vector<std::string>& argv) {
+  return absl::StrJoin(argv, " ");
+}
 
 absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                          const RunOptions& options) {

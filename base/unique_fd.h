@@ -11,20 +11,27 @@ namespace stagehand {
 class UniqueFd {
  public:
   UniqueFd() = default;
+
   explicit UniqueFd(int fd) : fd_(fd) {}
+
   UniqueFd(const UniqueFd&) = delete;
   UniqueFd& operator=(const UniqueFd&) = delete;
+
   UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+
   UniqueFd& operator=(UniqueFd&& other) noexcept {
     if (this != &other) {
       Reset(other.Release());
     }
     return *this;
   }
+
   ~UniqueFd() { Reset(); }
 
   int Get() const { return fd_; }
+
   bool Valid() const { return fd_ >= 0; }
+
   explicit operator bool() const { return Valid(); }
 
   // Gives up ownership and returns the descriptor.

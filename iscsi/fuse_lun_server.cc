@@ -42,8 +42,8 @@ struct IoRequest {
   bool flush = false;
   uint64_t lba = 0;
   uint32_t blocks = 0;
-  size_t slice_offset = 0;  // Reads: where the requested bytes start in the aligned buffer.
-  size_t slice_length = 0;  // Reads: requested bytes; writes: bytes acknowledged.
+  size_t slice_offset = 0;    // Reads: where the requested bytes start in the aligned buffer.
+  size_t slice_length = 0;    // Reads: requested bytes; writes: bytes acknowledged.
   std::vector<uint8_t> data;  // Writes: the payload (copied out of the FUSE buffer).
   int retries = 0;
   FuseLunServer::Impl* server = nullptr;
@@ -85,6 +85,7 @@ struct FuseLunServer::Impl {
   }
 
   uint64_t CapacityBytes() const { return options.capacity.Bytes(); }
+
   uint32_t BlockSize() const { return options.capacity.block_size; }
 
   void Publish(ServerState state, std::string message) {
@@ -113,11 +114,11 @@ struct FuseLunServer::Impl {
       task = iscsi_synchronizecache10_task(ctx, lun, 0, 0, 0, 0, &OnTaskDone, raw);
     } else if (raw->write) {
       task = iscsi_write16_task(ctx, lun, raw->lba, raw->data.data(),
-                                static_cast<uint32_t>(raw->data.size()), BlockSize(), 0, 0, 0, 0,
-                                0, &OnTaskDone, raw);
+                                static_cast<uint32_t>(raw->data.size()), BlockSize(), 0, 0, 0, 0, 0,
+                                &OnTaskDone, raw);
     } else {
-      task = iscsi_read16_task(ctx, lun, raw->lba, raw->blocks * BlockSize(), BlockSize(), 0, 0,
-                               0, 0, 0, &OnTaskDone, raw);
+      task = iscsi_read16_task(ctx, lun, raw->lba, raw->blocks * BlockSize(), BlockSize(), 0, 0, 0,
+                               0, 0, &OnTaskDone, raw);
     }
     if (task == nullptr) {
       // Could not even queue it: the context is unusable. Park and reconnect.
@@ -146,8 +147,7 @@ struct FuseLunServer::Impl {
     }
     const bool transient = status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
                            status == SCSI_STATUS_BUSY || status == SCSI_STATUS_TASK_SET_FULL ||
-                           status == SCSI_STATUS_ERROR ||
-                           (task && IsUnitAttention(task.get()));
+                           status == SCSI_STATUS_ERROR || (task && IsUnitAttention(task.get()));
     if (transient && ++r->retries < kMaxRetriesPerRequest) {
       if (status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
           status == SCSI_STATUS_ERROR) {
@@ -226,7 +226,8 @@ struct FuseLunServer::Impl {
           return true;
         }
       }
-      const std::string why = conn.ok() ? "cannot read LUN identity" : std::string(conn.status().message());
+      const std::string why =
+          conn.ok() ? "cannot read LUN identity" : std::string(conn.status().message());
       Publish(ServerState::kReconnecting, absl::StrCat("reconnect failed: ", why));
       pollfd pfd{stop_fd, POLLIN, 0};
       if (poll(&pfd, 1, backoff_ms) > 0) {
@@ -241,6 +242,7 @@ struct FuseLunServer::Impl {
 
   struct stat LunStat() const {
     struct stat st {};
+
     st.st_ino = kLunIno;
     st.st_mode = S_IFREG | 0600;
     st.st_nlink = 1;
@@ -274,6 +276,7 @@ struct FuseLunServer::Impl {
     Impl* self = Self(req);
     if (ino == kRootIno) {
       struct stat st {};
+
       st.st_ino = kRootIno;
       st.st_mode = S_IFDIR | 0700;
       st.st_nlink = 2;
@@ -387,20 +390,23 @@ struct FuseLunServer::Impl {
     }
     std::vector<char> buf(size);
     size_t used = 0;
+
     struct Entry {
       const char* name;
       fuse_ino_t ino;
       mode_t mode;
     };
+
     const Entry entries[] = {{".", kRootIno, S_IFDIR},
                              {"..", kRootIno, S_IFDIR},
                              {self->options.file_name.c_str(), kLunIno, S_IFREG}};
     for (off_t i = off; i < 3; ++i) {
       struct stat st {};
+
       st.st_ino = entries[i].ino;
       st.st_mode = entries[i].mode;
-      const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, entries[i].name,
-                                            &st, i + 1);
+      const size_t need =
+          fuse_add_direntry(req, buf.data() + used, size - used, entries[i].name, &st, i + 1);
       if (need > size - used) {
         break;
       }

@@ -38,7 +38,7 @@ struct FuseLunServerOptions {
   LoginParams login;            // Portal of the initial connection; reused for reconnects.
   LunIdentity identity;         // What the LUN must keep reporting.
   LunCapacity capacity;
-  std::string mountpoint;       // Existing empty directory; the FUSE mount goes here.
+  std::string mountpoint;  // Existing empty directory; the FUSE mount goes here.
   std::string file_name = "lun";
   // Called on the server thread at every state change.
   std::function<void(const ServerStatus&)> on_status;

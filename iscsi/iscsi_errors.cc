@@ -19,8 +19,8 @@ absl::Status MapLibiscsiError(std::string_view what, std::string_view libiscsi_e
         absl::StrCat(message, "; check the CHAP user name and secret in the node stage secrets"));
   }
   if (has("Authorization failure")) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        message, "; the target does not allow this initiator name (check its ACL)"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(message, "; the target does not allow this initiator name (check its ACL)"));
   }
   if (has("Target not found") || has("Target removed")) {
     return absl::NotFoundError(absl::StrCat(message, "; check 'iqn'"));

@@ -9,7 +9,9 @@
 
 namespace stagehand::iscsi {
 
-inline void DestroyIscsiContext(iscsi_context* ctx) { (void)iscsi_destroy_context(ctx); }
+inline void DestroyIscsiContext(iscsi_context* ctx) {
+  (void)iscsi_destroy_context(ctx);
+}
 
 using IscsiContext = CHandle<iscsi_context, &DestroyIscsiContext>;
 using ScsiTask = CHandle<scsi_task, &scsi_free_scsi_task>;

@@ -37,9 +37,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Login(const LoginParams&
   if (iscsi_full_connect_sync(ctx.get(), portal.c_str(), static_cast<int>(params.lun)) != 0) {
     return MapLibiscsiError(what, iscsi_get_error(ctx.get()));
   }
-  return std::unique_ptr<Connection>(new Connection(
-      ctx.release(), params.lun,
-      absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
+  return std::unique_ptr<Connection>(
+      new Connection(ctx.release(), params.lun,
+                     absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
 }
 
 Connection::~Connection() {
@@ -52,7 +52,9 @@ Connection::~Connection() {
   (void)iscsi_destroy_context(ctx_);
 }
 
-iscsi_context* Connection::ReleaseContext() { return std::exchange(ctx_, nullptr); }
+iscsi_context* Connection::ReleaseContext() {
+  return std::exchange(ctx_, nullptr);
+}
 
 absl::Status Connection::Logout() {
   if (logged_out_ || ctx_ == nullptr) {

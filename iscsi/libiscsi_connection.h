@@ -27,6 +27,7 @@ struct LoginParams {
 struct LunCapacity {
   uint64_t blocks = 0;
   uint32_t block_size = 0;
+
   uint64_t Bytes() const { return blocks * block_size; }
 };
 
@@ -53,6 +54,7 @@ class Connection {
 
   // Borrowed: owned by this object.
   iscsi_context* Context() const { return ctx_; }
+
   uint32_t Lun() const { return lun_; }
 
   // Hands the context to the caller, who must iscsi_destroy_context() it.

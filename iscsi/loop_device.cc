@@ -26,7 +26,8 @@ std::string DeviceName(const std::string& device) {
 }  // namespace
 
 std::optional<std::string> LoopBackingFile(const std::string& device) {
-  auto text = ReadFileToString(absl::StrCat("/sys/block/", DeviceName(device), "/loop/backing_file"));
+  auto text =
+      ReadFileToString(absl::StrCat("/sys/block/", DeviceName(device), "/loop/backing_file"));
   if (!text.ok()) {
     return std::nullopt;
   }
@@ -46,8 +47,7 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
   for (int attempt = 0; attempt < 16; ++attempt) {
     const int index = ioctl(control.Get(), LOOP_CTL_GET_FREE);
     if (index < 0) {
-      return absl::UnavailableError(
-          absl::StrCat("no free loop device: ", std::strerror(errno)));
+      return absl::UnavailableError(absl::StrCat("no free loop device: ", std::strerror(errno)));
     }
     const std::string device = absl::StrCat("/dev/loop", index);
     UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
@@ -58,8 +58,7 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
     config.fd = static_cast<uint32_t>(backing.Get());
     config.block_size = block_size;
     config.info.lo_flags = LO_FLAGS_DIRECT_IO;
-    std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), file.c_str(),
-                 LO_NAME_SIZE - 1);
+    std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), file.c_str(), LO_NAME_SIZE - 1);
     if (ioctl(loop.Get(), LOOP_CONFIGURE, &config) == 0) {
       return device;
     }

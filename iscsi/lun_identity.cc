@@ -112,10 +112,10 @@ absl::Status CheckExpectedIdentity(const LunIdentity& actual, std::string_view e
     }
   }
   if (!expected_serial.empty() && actual.serial != expected_serial) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "LUN identity mismatch: expectedSerial is '", ToAbsl(expected_serial),
-        "' but the LUN reports ", DescribeIdentity(actual),
-        "; refusing to use it (check the target, iqn and lun)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("LUN identity mismatch: expectedSerial is '", ToAbsl(expected_serial),
+                     "' but the LUN reports ", DescribeIdentity(actual),
+                     "; refusing to use it (check the target, iqn and lun)"));
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,7 @@ struct LunIdentity {
   std::string product;
 
   bool Empty() const { return designators.empty() && serial.empty(); }
+
   bool operator==(const LunIdentity&) const = default;
 };
 

@@ -46,13 +46,12 @@ absl::StatusOr<std::optional<ChapCredentials>> ParseChap(
     return std::nullopt;
   }
   if (!user || !secret) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CHAP secrets need both '", prefix, ".username' and '", prefix, ".password'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CHAP secrets need both '", prefix, ".username' and '", prefix, ".password'"));
   }
   if (static_cast<bool>(user_in) != static_cast<bool>(secret_in)) {
     return absl::InvalidArgumentError(absl::StrCat("mutual CHAP needs both '", prefix,
-                                                   ".username_in' and '", prefix,
-                                                   ".password_in'"));
+                                                   ".username_in' and '", prefix, ".password_in'"));
   }
   ChapCredentials c;
   c.user = *user;
@@ -139,7 +138,8 @@ bool IsValidTargetName(std::string_view name) {
     return false;
   }
   for (char c : name) {
-    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
+    if (std::isspace(static_cast<unsigned char>(c)) ||
+        std::iscntrl(static_cast<unsigned char>(c))) {
       return false;
     }
   }

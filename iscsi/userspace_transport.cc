@@ -38,7 +38,9 @@ std::string SelfExe() {
   return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : "/proc/self/exe";
 }
 
-int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdOpen(int pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
 
 // Waits up to `timeout` for `pid` to exit. True if it did (or never existed).
 bool WaitForExit(int pid, std::chrono::milliseconds timeout) {
@@ -229,8 +231,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   // From here on, any failure tears down what was started.
   absl::Cleanup undo = [&] { (void)Detach(record); };
 
-  SH_ASSIGN_OR_RETURN(std::string raw,
-                      ReadWithDeadline(ready_read.Get(), options_.start_timeout));
+  SH_ASSIGN_OR_RETURN(std::string raw, ReadWithDeadline(ready_read.Get(), options_.start_timeout));
   SessionStatus status;
   if (raw.empty() || !status.ParseFromString(raw)) {
     return absl::InternalError("session process exited without reporting its state");
@@ -243,8 +244,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
                         status.message());
   }
   record.set_lun_file(status.lun_file());
-  SH_ASSIGN_OR_RETURN(std::string device,
-                      AttachLoopDevice(status.lun_file(), status.block_size()));
+  SH_ASSIGN_OR_RETURN(std::string device, AttachLoopDevice(status.lun_file(), status.block_size()));
   record.set_loop_device(device);
 
   Attachment a;
@@ -284,7 +284,8 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
     // The session process died without unmounting: the FUSE mount is dead. Detach it.
     if (umount2(session.fuse_mount().c_str(), MNT_DETACH) != 0 && errno != EINVAL &&
         errno != ENOENT) {
-      return ErrnoStatus(errno, absl::StrCat("unmount dead FUSE mount '", session.fuse_mount(), "'"));
+      return ErrnoStatus(errno,
+                         absl::StrCat("unmount dead FUSE mount '", session.fuse_mount(), "'"));
     }
   }
   if (!session.runtime_dir().empty()) {

@@ -28,8 +28,7 @@ TEST(SubprocessTest, TimeoutKillsTheProgram) {
   RunOptions options;
   options.timeout = std::chrono::milliseconds(50);
 
-  EXPECT_THAT(RunProcess({"sleep", "10"}, options),
-              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(RunProcess({"sleep", "10"}, options), StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
 TEST(SubprocessTest, EmptyArgvIsInvalid) {

@@ -92,7 +92,9 @@ bool IntegrationEnabled() {
   return geteuid() == 0 && v != nullptr && std::string(v) == "1";
 }
 
-std::string StagehandBinary() { return STAGEHAND_BINARY; }
+std::string StagehandBinary() {
+  return STAGEHAND_BINARY;
+}
 
 std::string MakeTempRoot() {
   char tmpl[] = "/tmp/shXXXXXX";
@@ -119,7 +121,9 @@ std::unique_ptr<grpc::ClientContext> Ctx(int seconds) {
 StagehandDaemon::StagehandDaemon(std::string root, std::vector<std::string> extra_flags)
     : root_(std::move(root)), socket_(root_ + "/csi.sock"), extra_flags_(std::move(extra_flags)) {}
 
-StagehandDaemon::~StagehandDaemon() { Kill(); }
+StagehandDaemon::~StagehandDaemon() {
+  Kill();
+}
 
 absl::Status StagehandDaemon::Start() {
   std::vector<std::string> args = {StagehandBinary(),

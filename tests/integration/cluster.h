@@ -34,15 +34,20 @@ class StagehandDaemon {
   void Kill();
   // SIGTERM and wait; returns the exit code.
   int Stop();
+
   // Runs the binary with `flags` (without the standard ones) and returns its exit code.
   pid_t pid() const { return pid_; }
 
   std::string endpoint() const { return "unix://" + socket_; }
+
   std::string socket_path() const { return socket_; }
+
   std::string state_dir() const { return root_ + "/state"; }
+
   std::string runtime_dir() const { return root_ + "/run"; }
 
   csi::v1::Node::Stub& node() { return *node_; }
+
   csi::v1::Identity::Stub& identity() { return *identity_; }
 
  private:

@@ -29,7 +29,9 @@ TEST_F(LifecycleTest, MountVolumeKeepsItsDataAcrossUnstageAndRestage) {
   ASSERT_TRUE(Publish(PublishRequest("vol-a", target)).ok());
   ASSERT_TRUE(WriteFileAtomically(target + "/data.txt", "precious data\n", 0644).ok());
   ASSERT_EQ(Unpublish("vol-a", target).error_code(), Code::OK);
+
   struct stat st {};
+
   EXPECT_NE(stat(target.c_str(), &st), 0) << "target path must be removed";
   ASSERT_EQ(Unstage("vol-a", Staging("vol-a")).error_code(), Code::OK);
   EXPECT_TRUE(Leftovers(root_).empty());

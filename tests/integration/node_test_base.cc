@@ -73,9 +73,8 @@ std::map<std::string, std::string> NodeIntegrationTest::Context() const {
   return {{"targetPortal", tgtd_->portal()}, {"iqn", Iqn()}, {"lun", "1"}};
 }
 
-csi::v1::NodeStageVolumeRequest NodeIntegrationTest::StageRequest(const std::string& volume_id,
-                                                                  bool block,
-                                                                  const std::string& fs_type) const {
+csi::v1::NodeStageVolumeRequest NodeIntegrationTest::StageRequest(
+    const std::string& volume_id, bool block, const std::string& fs_type) const {
   csi::v1::NodeStageVolumeRequest req;
   req.set_volume_id(volume_id);
   req.set_staging_target_path(Staging(volume_id));
@@ -92,8 +91,10 @@ csi::v1::NodeStageVolumeRequest NodeIntegrationTest::StageRequest(const std::str
   return req;
 }
 
-csi::v1::NodePublishVolumeRequest NodeIntegrationTest::PublishRequest(
-    const std::string& volume_id, const std::string& target, bool block, bool readonly) const {
+csi::v1::NodePublishVolumeRequest NodeIntegrationTest::PublishRequest(const std::string& volume_id,
+                                                                      const std::string& target,
+                                                                      bool block,
+                                                                      bool readonly) const {
   csi::v1::NodePublishVolumeRequest req;
   req.set_volume_id(volume_id);
   req.set_staging_target_path(Staging(volume_id));

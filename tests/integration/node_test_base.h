@@ -3,11 +3,11 @@
 // Fixture for integration tests of the built-in driver: one tgtd per test suite, a fresh temp
 // root, LUN and daemon per test, and a teardown that asserts nothing is left behind.
 
-#include <gtest/gtest.h>
-
 #include <map>
 #include <memory>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "tests/integration/cluster.h"
 #include "tests/integration/tgtd.h"

@@ -3,13 +3,13 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,9 +41,13 @@ uint16_t FreeTcpPort() {
   return ntohs(addr.sin_port);
 }
 
-Tgtd::~Tgtd() { Kill(); }
+Tgtd::~Tgtd() {
+  Kill();
+}
 
-std::string Tgtd::portal() const { return absl::StrCat("127.0.0.1:", port_); }
+std::string Tgtd::portal() const {
+  return absl::StrCat("127.0.0.1:", port_);
+}
 
 absl::Status Tgtd::Start(uint16_t port) {
   if (port_ == 0) {
@@ -85,8 +89,8 @@ absl::Status Tgtd::WaitForControlSocket() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     if (access(absl::StrCat(kTgtdRunDir, "/", name).c_str(), F_OK) == 0) {
-      auto r = RunProcess({"tgtadm", "-C", std::to_string(control_port_), "--lld", "iscsi",
-                           "--op", "show", "--mode", "sys"});
+      auto r = RunProcess({"tgtadm", "-C", std::to_string(control_port_), "--lld", "iscsi", "--op",
+                           "show", "--mode", "sys"});
       if (r.ok() && r->exit_code == 0) {
         return absl::OkStatus();
       }
@@ -171,9 +175,12 @@ absl::Status Tgtd::RequireChap(int tid, const std::string& user, const std::stri
 
 absl::Status Tgtd::Tune(int tid) {
   const std::vector<std::pair<std::string, std::string>> params = {
-      {"MaxRecvDataSegmentLength", "262144"}, {"MaxXmitDataSegmentLength", "262144"},
-      {"FirstBurstLength", "262144"},         {"MaxBurstLength", "1048576"},
-      {"InitialR2T", "No"},                   {"ImmediateData", "Yes"}};
+      {"MaxRecvDataSegmentLength", "262144"},
+      {"MaxXmitDataSegmentLength", "262144"},
+      {"FirstBurstLength", "262144"},
+      {"MaxBurstLength", "1048576"},
+      {"InitialR2T", "No"},
+      {"ImmediateData", "Yes"}};
   for (const auto& [name, value] : params) {
     SH_RETURN_IF_ERROR(Adm({"--op", "update", "--mode", "target", "--tid", std::to_string(tid),
                             "-n", name, "-v", value},

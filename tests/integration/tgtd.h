@@ -38,7 +38,9 @@ class Tgtd {
   absl::Status Tune(int tid);
 
   uint16_t port() const { return port_; }
+
   std::string portal() const;
+
   pid_t pid() const { return pid_; }
 
  private:

@@ -21,10 +21,12 @@ class ValidationTest : public NodeIntegrationTest {};
 
 TEST_F(ValidationTest, MalformedStageRequestsAreInvalidArgument) {
   AddLun();
+
   struct Case {
     const char* name;
     std::function<void(csi::v1::NodeStageVolumeRequest&)> mutate;
   };
+
   const Case cases[] = {
       {"no volume id", [](auto& r) { r.clear_volume_id(); }},
       {"no staging path", [](auto& r) { r.clear_staging_target_path(); }},
@@ -33,10 +35,10 @@ TEST_F(ValidationTest, MalformedStageRequestsAreInvalidArgument) {
        [this](auto& r) { r.set_staging_target_path(root_ + "/a/../stage"); }},
       {"no capability", [](auto& r) { r.clear_volume_capability(); }},
       {"no access type", [](auto& r) { r.mutable_volume_capability()->clear_mount(); }},
-      {"unsupported fs", [](auto& r) {
-         r.mutable_volume_capability()->mutable_mount()->set_fs_type("btrfs");
-       }},
-      {"multi-writer ext4", [](auto& r) {
+      {"unsupported fs",
+       [](auto& r) { r.mutable_volume_capability()->mutable_mount()->set_fs_type("btrfs"); }},
+      {"multi-writer ext4",
+       [](auto& r) {
          r.mutable_volume_capability()->mutable_access_mode()->set_mode(
              csi::v1::VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER);
        }},
@@ -75,15 +77,18 @@ TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {
             Code::INVALID_ARGUMENT);
   EXPECT_EQ(Publish(PublishRequest("vol-p", root_ + "/pod", /*block=*/true)).error_code(),
             Code::INVALID_ARGUMENT);
+
   struct stat st {};
+
   EXPECT_NE(stat((root_ + "/real/pod").c_str(), &st), 0) << "nothing created behind the link";
   EXPECT_EQ(Publish(PublishRequest("never-staged", root_ + "/pod")).error_code(),
             Code::FAILED_PRECONDITION);
   csi::v1::NodeUnpublishVolumeRequest unpublish;
   unpublish.set_target_path(root_ + "/pod");
   csi::v1::NodeUnpublishVolumeResponse unpublish_resp;
-  EXPECT_EQ(daemon_->node().NodeUnpublishVolume(Ctx().get(), unpublish, &unpublish_resp).error_code(),
-            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(
+      daemon_->node().NodeUnpublishVolume(Ctx().get(), unpublish, &unpublish_resp).error_code(),
+      Code::INVALID_ARGUMENT);
   EXPECT_EQ(Unstage("", Staging("vol-p")).error_code(), Code::INVALID_ARGUMENT);
 
   EXPECT_TRUE(Unstage("vol-p", Staging("vol-p")).ok());
@@ -104,14 +109,14 @@ TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
   RunOptions options;
   options.timeout = std::chrono::seconds(20);  // A second instance that started would hang here.
 
-  auto same_state = RunProcess({StagehandBinary(), "--csi-endpoint=unix://" + root_ + "/other.sock",
-                                "--state-dir=" + daemon_->state_dir(),
-                                "--runtime-dir=" + daemon_->runtime_dir()},
-                               options);
-  auto same_socket = RunProcess({StagehandBinary(), "--csi-endpoint=" + daemon_->endpoint(),
-                                 "--state-dir=" + root_ + "/state2",
-                                 "--runtime-dir=" + root_ + "/run2"},
-                                options);
+  auto same_state =
+      RunProcess({StagehandBinary(), "--csi-endpoint=unix://" + root_ + "/other.sock",
+                  "--state-dir=" + daemon_->state_dir(), "--runtime-dir=" + daemon_->runtime_dir()},
+                 options);
+  auto same_socket =
+      RunProcess({StagehandBinary(), "--csi-endpoint=" + daemon_->endpoint(),
+                  "--state-dir=" + root_ + "/state2", "--runtime-dir=" + root_ + "/run2"},
+                 options);
 
   ASSERT_TRUE(same_state.ok()) << same_state.status();
   EXPECT_NE(same_state->exit_code, 0);

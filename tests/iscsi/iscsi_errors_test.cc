@@ -14,6 +14,7 @@ TEST(IscsiErrorsTest, MapsLibiscsiMessagesByWhatToDoNext) {
     const char* error;
     absl::StatusCode code;
   };
+
   const Case cases[] = {
       {"Failed to log in to target. Status: Authentication failure(513)",
        absl::StatusCode::kUnauthenticated},

@@ -22,9 +22,12 @@ TEST(ParsePortalTest, AcceptsHostPortAndIpv6) {
     const char* host;
     uint16_t port;
   };
+
   const Case cases[] = {
-      {"127.0.0.1", "127.0.0.1", 3260},   {"127.0.0.1:3261", "127.0.0.1", 3261},
-      {"san.example.com", "san.example.com", 3260}, {"[::1]", "::1", 3260},
+      {"127.0.0.1", "127.0.0.1", 3260},
+      {"127.0.0.1:3261", "127.0.0.1", 3261},
+      {"san.example.com", "san.example.com", 3260},
+      {"[::1]", "::1", 3260},
       {"[fd00::5]:3270", "fd00::5", 3270},
   };
   for (const auto& c : cases) {
@@ -37,8 +40,8 @@ TEST(ParsePortalTest, AcceptsHostPortAndIpv6) {
 }
 
 TEST(ParsePortalTest, RejectsMalformedPortals) {
-  for (const char* text : {"", ":3260", "host:", "host:0", "host:70000", "host:abc", "::1",
-                           "[::1", "[::1]x", "[10.0.0.1]", "ho st"}) {
+  for (const char* text : {"", ":3260", "host:", "host:0", "host:70000", "host:abc", "::1", "[::1",
+                           "[::1]x", "[10.0.0.1]", "ho st"}) {
     EXPECT_THAT(ParsePortal(text), StatusIs(absl::StatusCode::kInvalidArgument)) << text;
   }
 }
@@ -60,14 +63,14 @@ TEST(TargetNameTest, ValidatesIqnEuiNaa) {
 }
 
 TEST(ParseTargetSpecTest, ParsesFullContext) {
-  auto spec = ParseTargetSpec({{"targetPortal", "127.0.0.1:3261"},
-                               {"portals", "127.0.0.2:3261, 127.0.0.1:3261"},
-                               {"iqn", kIqn},
-                               {"lun", "3"},
-                               {"expectedWWN", "0x6001405ABCDEF0123456789ABCDEF012"},
-                               {"expectedSerial", " beaf13 "}},
-                              {{"node.session.auth.username", "u"},
-                               {"node.session.auth.password", "p"}});
+  auto spec =
+      ParseTargetSpec({{"targetPortal", "127.0.0.1:3261"},
+                       {"portals", "127.0.0.2:3261, 127.0.0.1:3261"},
+                       {"iqn", kIqn},
+                       {"lun", "3"},
+                       {"expectedWWN", "0x6001405ABCDEF0123456789ABCDEF012"},
+                       {"expectedSerial", " beaf13 "}},
+                      {{"node.session.auth.username", "u"}, {"node.session.auth.password", "p"}});
 
   ASSERT_THAT(spec, IsOk());
   ASSERT_EQ(spec->portals.size(), 2u);

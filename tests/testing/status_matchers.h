@@ -3,14 +3,15 @@
 // gMock matchers for absl::Status and absl::StatusOr<T> (upstream abseil's status_matchers.h is
 // newer than Debian 12's abseil). There is deliberately no NotOk(): assert the code you expect.
 
-#include <gmock/gmock.h>
-
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+#include <gmock/gmock.h>
 
 namespace stagehand::testing {
 
-inline const absl::Status& GetStatus(const absl::Status& s) { return s; }
+inline const absl::Status& GetStatus(const absl::Status& s) {
+  return s;
+}
 
 template <typename T>
 const absl::Status& GetStatus(const absl::StatusOr<T>& s) {
