@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/daemon.h"
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr (journald picks them up under systemd); stdout stays free for tools.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("stagehand"));
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   return stagehand::agent::RunDaemon(o);
 }
