@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -145,6 +147,42 @@ TEST_F(ResilienceTest, DeadSessionIsReportedAbnormalAndStillUnstagesCleanly) {
       << stats.volume_condition().message();
   EXPECT_TRUE(Unpublish("vol-d", target).ok());
   EXPECT_TRUE(Unstage("vol-d", Staging("vol-d")).ok());
+}
+
+TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-swap", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-swap", target, /*block=*/true)).ok());
+  const std::string other = root_ + "/other.img";
+  ASSERT_TRUE(MakeSparseFile(other, 128ull << 20).ok());
+
+  // The target comes back with another LUN under the same name and number (a reused LUN id).
+  ASSERT_TRUE(tgtd_->RestartEmpty().ok());
+  ASSERT_TRUE(tgtd_->AddTargetWithSerial(tid_, Iqn(), 1, other, "someone-else").ok());
+  int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* buf = nullptr;
+  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
+  memset(buf, 'x', 4096);
+  const ssize_t wrote = pwrite(fd, buf, 4096, 0);
+  const int err = errno;
+  free(buf);
+  close(fd);
+
+  EXPECT_EQ(wrote, -1) << "I/O to a different LUN must fail";
+  EXPECT_EQ(err, EIO);
+  auto data = ReadFileToString(other);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(data->find('x'), std::string::npos) << "nothing may reach the other LUN";
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-swap", target, &stats).ok());
+  EXPECT_TRUE(stats.volume_condition().abnormal());
+  EXPECT_NE(stats.volume_condition().message().find("identity"), std::string::npos)
+      << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-swap", target).ok());
+  EXPECT_TRUE(Unstage("vol-swap", Staging("vol-swap")).ok());
+  (void)tgtd_->DeleteTarget(tid_);
 }
 
 }  // namespace

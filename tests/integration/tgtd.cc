@@ -131,6 +131,27 @@ absl::Status Tgtd::Restart() {
   return absl::OkStatus();
 }
 
+absl::Status Tgtd::RestartEmpty() {
+  Kill();
+  applied_.clear();
+  return Start(port_);
+}
+
+absl::Status Tgtd::SetLunSerial(int tid, int lun, const std::string& serial) {
+  return Adm({"--op", "update", "--mode", "logicalunit", "--tid", std::to_string(tid), "--lun",
+              std::to_string(lun), "--params", "scsi_sn=" + serial},
+             tid);
+}
+
+absl::Status Tgtd::AddTargetWithSerial(int tid, const std::string& iqn, int lun,
+                                       const std::string& backing_file, const std::string& serial) {
+  SH_RETURN_IF_ERROR(
+      Adm({"--op", "new", "--mode", "target", "--tid", std::to_string(tid), "-T", iqn}, tid));
+  SH_RETURN_IF_ERROR(AddLun(tid, lun, backing_file));
+  SH_RETURN_IF_ERROR(SetLunSerial(tid, lun, serial));
+  return Adm({"--op", "bind", "--mode", "target", "--tid", std::to_string(tid), "-I", "ALL"}, tid);
+}
+
 absl::Status Tgtd::Adm(std::vector<std::string> args, int tid) {
   std::vector<std::string> argv = {"tgtadm", "-C", std::to_string(control_port_), "--lld", "iscsi"};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -26,10 +26,18 @@ class Tgtd {
   void Kill();
   // Kill + Start on the same ports and re-applies every target/LUN/account created so far.
   absl::Status Restart();
+  // Kill + Start on the same ports with an empty configuration (everything is forgotten).
+  absl::Status RestartEmpty();
 
   absl::Status AddTarget(int tid, const std::string& iqn);
   absl::Status AddLun(int tid, int lun, const std::string& backing_file);
   absl::Status RemoveLun(int tid, int lun);
+  // Sets the LUN's unit serial number (VPD 0x80), as another LUN behind the same name would have.
+  absl::Status SetLunSerial(int tid, int lun, const std::string& serial);
+  // Adds a target and LUN that only become reachable once everything is set: the initiator
+  // binding comes last. Used to swap in a different LUN under the same name and number.
+  absl::Status AddTargetWithSerial(int tid, const std::string& iqn, int lun,
+                                   const std::string& backing_file, const std::string& serial);
   // Deletes the target (forcibly) and forgets its configuration.
   absl::Status DeleteTarget(int tid);
   // Restricts the target to CHAP: creates the account and binds it (one-way).

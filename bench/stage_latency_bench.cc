@@ -1,0 +1,156 @@
+// stage_latency_bench: how long a volume takes from NodeStageVolume to published, through the
+// daemon's gRPC API against a real tgtd, for a fresh (blank, 1 GiB) LUN and for a re-stage of a
+// formatted one. The baseline, measured in the same run, is the same local steps without iSCSI,
+// FUSE or the agent: loop device over a local file, mkfs (fresh) or fsck (re-stage), mount, bind.
+//
+//   stage_latency_bench [--runs 7]        (root)
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "iscsi/loop_device.h"
+#include "mounter/filesystem.h"
+#include "mounter/libmount_mounter.h"
+#include "tests/integration/cluster.h"
+#include "tests/integration/tgtd.h"
+#include <CLI/CLI.hpp>
+
+namespace {
+
+using namespace stagehand;           // NOLINT(google-build-using-namespace): benchmark main.
+using namespace stagehand::testing;  // NOLINT(google-build-using-namespace): benchmark main.
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "bench failed: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const absl::Status& s, const std::string& what) {
+  if (!s.ok()) {
+    Die(what + ": " + std::string(s.message()));
+  }
+}
+
+void Check(const grpc::Status& s, const std::string& what) {
+  if (!s.ok()) {
+    Die(what + ": " + s.error_message());
+  }
+}
+
+// The bare local steps. Returns milliseconds.
+double BareSteps(const std::string& root, const std::string& image, bool fresh) {
+  mounter::LibmountMounter m;
+  const std::string stage = root + "/bare-stage";
+  const std::string target = root + "/bare-pod";
+  mkdir(stage.c_str(), 0750);
+  mkdir(target.c_str(), 0750);
+  const auto start = Clock::now();
+  auto dev = iscsi::AttachLoopDevice(image, 512);
+  Check(dev.status(), "attach loop");
+  Check(fresh ? mounter::Format(*dev, "ext4") : mounter::Check(*dev, "ext4"), "mkfs/fsck");
+  Check(m.Mount({*dev, stage, "ext4", {}}), "mount");
+  Check(m.Bind(stage, target, false, {}), "bind");
+  const double ms = Ms(Clock::now() - start);
+  Check(m.Unmount(target), "unmount");
+  Check(m.Unmount(stage), "unmount");
+  Check(iscsi::DetachLoopDevice(*dev, image), "detach");
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 7;
+  CLI::App app{"stage latency: stagehand vs. the bare local steps"};
+  app.add_option("--runs", runs)->check(CLI::Range(1, 100));
+  CLI11_PARSE(app, argc, argv);
+  if (geteuid() != 0) {
+    Die("run as root");
+  }
+  const std::string root = MakeTempRoot();
+  Tgtd tgtd;
+  Check(tgtd.Start(), "start tgtd");
+  StagehandDaemon daemon(root);
+  Check(daemon.Start(), "start stagehand");
+
+  std::vector<double> fresh, restage, bare_fresh, bare_restage;
+  for (int i = 1; i <= runs; ++i) {
+    const std::string lun = root + "/lun" + std::to_string(i) + ".img";
+    const std::string iqn = "iqn.2026-11.dev.stagehand:bench-" + std::to_string(i);
+    Check(MakeSparseFile(lun, 1ull << 30), "lun file");
+    Check(tgtd.AddTarget(i, iqn), "target");
+    Check(tgtd.AddLun(i, 1, lun), "lun");
+    csi::v1::NodeStageVolumeRequest stage;
+    stage.set_volume_id("bench-" + std::to_string(i));
+    stage.set_staging_target_path(root + "/stage-" + std::to_string(i));
+    stage.mutable_volume_capability()->mutable_mount()->set_fs_type("ext4");
+    stage.mutable_volume_capability()->mutable_access_mode()->set_mode(
+        csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    (*stage.mutable_volume_context())["targetPortal"] = tgtd.portal();
+    (*stage.mutable_volume_context())["iqn"] = iqn;
+    (*stage.mutable_volume_context())["lun"] = "1";
+    csi::v1::NodePublishVolumeRequest publish;
+    publish.set_volume_id(stage.volume_id());
+    publish.set_staging_target_path(stage.staging_target_path());
+    publish.set_target_path(root + "/pod-" + std::to_string(i));
+    *publish.mutable_volume_capability() = stage.volume_capability();
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id(stage.volume_id());
+    unpublish.set_target_path(publish.target_path());
+    csi::v1::NodeUnstageVolumeRequest unstage;
+    unstage.set_volume_id(stage.volume_id());
+    unstage.set_staging_target_path(stage.staging_target_path());
+
+    for (bool is_fresh : {true, false}) {
+      csi::v1::NodeStageVolumeResponse r1;
+      csi::v1::NodePublishVolumeResponse r2;
+      csi::v1::NodeUnpublishVolumeResponse r3;
+      csi::v1::NodeUnstageVolumeResponse r4;
+      const auto start = Clock::now();
+      Check(daemon.node().NodeStageVolume(Ctx().get(), stage, &r1), "stage");
+      Check(daemon.node().NodePublishVolume(Ctx().get(), publish, &r2), "publish");
+      (is_fresh ? fresh : restage).push_back(Ms(Clock::now() - start));
+      Check(daemon.node().NodeUnpublishVolume(Ctx().get(), unpublish, &r3), "unpublish");
+      Check(daemon.node().NodeUnstageVolume(Ctx().get(), unstage, &r4), "unstage");
+    }
+    const std::string image = root + "/bare" + std::to_string(i) + ".img";
+    Check(MakeSparseFile(image, 1ull << 30), "bare image");
+    bare_fresh.push_back(BareSteps(root, image, true));
+    bare_restage.push_back(BareSteps(root, image, false));
+    unlink(image.c_str());
+    (void)tgtd.DeleteTarget(i);
+    unlink(lun.c_str());
+  }
+  daemon.Stop();
+  ForceCleanup(root);
+
+  const double f = Median(fresh), r = Median(restage);
+  const double bf = Median(bare_fresh), br = Median(bare_restage);
+  std::printf("stage latency, median of %d runs (1 GiB LUN, ext4):\n", runs);
+  std::printf(
+      "  fresh LUN to published:     stagehand %7.1f ms   bare steps %7.1f ms   ratio %.2f"
+      "   (aim < 100 ms)\n",
+      f, bf, f / bf);
+  std::printf(
+      "  re-stage of a formatted LUN: stagehand %7.1f ms   bare steps %7.1f ms   ratio %.2f"
+      "   (aim < 50 ms)\n",
+      r, br, r / br);
+  return 0;
+}

@@ -1,0 +1,269 @@
+// NodeService over an in-process gRPC channel with fake transport, mounter and probe: the
+// decisions (format or not, idempotency, cleanup, error codes) without root or a target.
+
+#include "agent/node_service.h"
+
+#include <stdlib.h>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "agent/volume_store.h"
+#include "base/subprocess.h"
+#include "tests/fakes/fake_block_probe.h"
+#include "tests/fakes/fake_mounter.h"
+#include "tests/fakes/fake_transport.h"
+
+namespace stagehand::agent {
+namespace {
+
+using ::stagehand::testing::FakeBlockProbe;
+using ::stagehand::testing::FakeMounter;
+using ::stagehand::testing::FakeTransport;
+using ::testing::HasSubstr;
+using Code = grpc::StatusCode;
+
+class NodeServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/shuXXXXXX";
+    root_ = mkdtemp(tmpl);
+    NodeServiceOptions options;
+    options.node_id = "node-1";
+    options.max_volumes_per_node = 2;
+    options.initiator_name = "iqn.2026-11.dev.stagehand:test";
+    options.state_dir = root_ + "/state";
+    options.runtime_dir = root_ + "/run";
+    NodeServiceDeps deps{transport_, mounter_, probe_,
+                         [this](const std::string& d, std::string_view fs) {
+                           formatted_.push_back(d + ":" + std::string(fs));
+                           return absl::OkStatus();
+                         },
+                         [this](const std::string& d, std::string_view) {
+                           checked_.push_back(d);
+                           return absl::OkStatus();
+                         }};
+    service_ = std::make_unique<NodeService>(deps, options);
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    stub_ = csi::v1::Node::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+
+  void TearDown() override {
+    server_->Shutdown();
+    (void)RunProcess({"rm", "-rf", root_});
+  }
+
+  csi::v1::NodeStageVolumeRequest StageReq(const std::string& id, const std::string& fs = "ext4") {
+    csi::v1::NodeStageVolumeRequest r;
+    r.set_volume_id(id);
+    r.set_staging_target_path(root_ + "/stage-" + id);
+    r.mutable_volume_capability()->mutable_mount()->set_fs_type(fs);
+    r.mutable_volume_capability()->mutable_access_mode()->set_mode(
+        csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    (*r.mutable_volume_context())["targetPortal"] = "127.0.0.1:3260";
+    (*r.mutable_volume_context())["iqn"] = "iqn.2026-11.dev.stagehand:t1";
+    (*r.mutable_volume_context())["lun"] = "1";
+    return r;
+  }
+
+  csi::v1::NodePublishVolumeRequest PublishReq(const std::string& id) {
+    csi::v1::NodePublishVolumeRequest r;
+    r.set_volume_id(id);
+    r.set_staging_target_path(root_ + "/stage-" + id);
+    r.set_target_path(root_ + "/pod-" + id);
+    r.mutable_volume_capability()->mutable_mount()->set_fs_type("ext4");
+    r.mutable_volume_capability()->mutable_access_mode()->set_mode(
+        csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    return r;
+  }
+
+  grpc::Status Stage(const csi::v1::NodeStageVolumeRequest& r) {
+    grpc::ClientContext ctx;
+    csi::v1::NodeStageVolumeResponse resp;
+    return stub_->NodeStageVolume(&ctx, r, &resp);
+  }
+
+  grpc::Status Unstage(const std::string& id) {
+    grpc::ClientContext ctx;
+    csi::v1::NodeUnstageVolumeRequest r;
+    r.set_volume_id(id);
+    r.set_staging_target_path(root_ + "/stage-" + id);
+    csi::v1::NodeUnstageVolumeResponse resp;
+    return stub_->NodeUnstageVolume(&ctx, r, &resp);
+  }
+
+  grpc::Status Publish(const csi::v1::NodePublishVolumeRequest& r) {
+    grpc::ClientContext ctx;
+    csi::v1::NodePublishVolumeResponse resp;
+    return stub_->NodePublishVolume(&ctx, r, &resp);
+  }
+
+  grpc::Status Unpublish(const std::string& id) {
+    grpc::ClientContext ctx;
+    csi::v1::NodeUnpublishVolumeRequest r;
+    r.set_volume_id(id);
+    r.set_target_path(root_ + "/pod-" + id);
+    csi::v1::NodeUnpublishVolumeResponse resp;
+    return stub_->NodeUnpublishVolume(&ctx, r, &resp);
+  }
+
+  std::string root_;
+  FakeTransport transport_;
+  FakeMounter mounter_;
+  FakeBlockProbe probe_;
+  std::vector<std::string> formatted_;
+  std::vector<std::string> checked_;
+  std::unique_ptr<NodeService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<csi::v1::Node::Stub> stub_;
+};
+
+TEST_F(NodeServiceTest, StagesABlankLunByFormattingAndMounting) {
+  auto s = Stage(StageReq("v1"));
+
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_THAT(formatted_, ::testing::ElementsAre("/dev/fake1:ext4"));
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
+  auto rec = VolumeStore(root_ + "/state/volumes").Load("v1");
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->phase(), state::v1::VolumeRecord::STAGED);
+  EXPECT_EQ((*rec)->session().loop_device(), "/dev/fake1");
+}
+
+TEST_F(NodeServiceTest, RepeatedStageIsANoOp) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+
+  auto again = Stage(StageReq("v1"));
+
+  EXPECT_TRUE(again.ok()) << again.error_message();
+  EXPECT_EQ(transport_.attaches(), 1);
+  EXPECT_EQ(formatted_.size(), 1u);
+}
+
+TEST_F(NodeServiceTest, ExistingFilesystemIsCheckedNotFormatted) {
+  probe_.Set("/dev/fake1", {mounter::ProbeResult::Kind::kFilesystem, "ext4", "uuid"});
+
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+
+  EXPECT_TRUE(formatted_.empty());
+  EXPECT_THAT(checked_, ::testing::ElementsAre("/dev/fake1"));
+}
+
+TEST_F(NodeServiceTest, ForeignFilesystemFailsAndUndoesTheAttach) {
+  probe_.Set("/dev/fake1", {mounter::ProbeResult::Kind::kFilesystem, "xfs", ""});
+
+  auto s = Stage(StageReq("v1", "ext4"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("xfs"));
+  EXPECT_TRUE(formatted_.empty());
+  EXPECT_EQ(transport_.attached(), 0u);
+  auto rec = VolumeStore(root_ + "/state/volumes").Load("v1");
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(rec->has_value()) << "no record may be left after a failed stage";
+}
+
+TEST_F(NodeServiceTest, ProbeErrorIsNeverTreatedAsBlank) {
+  probe_.Fail(absl::UnavailableError("cannot read device"));
+
+  auto s = Stage(StageReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::UNAVAILABLE);
+  EXPECT_TRUE(formatted_.empty());
+  EXPECT_EQ(transport_.attached(), 0u);
+}
+
+TEST_F(NodeServiceTest, TransportErrorsKeepTheirCode) {
+  transport_.FailNextAttach(absl::UnauthenticatedError("CHAP rejected"));
+
+  EXPECT_EQ(Stage(StageReq("v1")).error_code(), Code::UNAUTHENTICATED);
+  transport_.FailNextAttach(absl::UnavailableError("connection refused"));
+  EXPECT_EQ(Stage(StageReq("v1")).error_code(), Code::UNAVAILABLE);
+}
+
+TEST_F(NodeServiceTest, BrokenStagedVolumeIsRebuiltOnRepeatedStage) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  transport_.SetHealthy(false);  // E.g. the host rebooted: the session is gone.
+
+  auto s = Stage(StageReq("v1"));
+  transport_.SetHealthy(true);
+
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(transport_.attaches(), 2);
+  EXPECT_EQ(transport_.detaches(), 1);
+}
+
+TEST_F(NodeServiceTest, RestageOfADifferentLunFailsClosed) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  transport_.SetHealthy(false);
+  transport_.SetIdentity({{"naa.60000000000000000e00000000099999"}, "other", "IET", "X"});
+
+  auto s = Stage(StageReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("identity"));
+  EXPECT_TRUE(formatted_.size() == 1u) << "must not format the other LUN";
+}
+
+TEST_F(NodeServiceTest, HalfDoneStageFromACrashIsCleanedUpAndRedone) {
+  state::v1::VolumeRecord crashed;
+  crashed.set_volume_id("v1");
+  crashed.set_staging_path(root_ + "/stage-v1");
+  crashed.set_phase(state::v1::VolumeRecord::STAGING);
+  crashed.mutable_session()->set_loop_device("/dev/fake-old");
+  ASSERT_TRUE(VolumeStore(root_ + "/state/volumes").Save(crashed).ok());
+
+  auto s = Stage(StageReq("v1"));
+
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(transport_.detaches(), 1) << "the old session is torn down first";
+  EXPECT_EQ(transport_.attaches(), 1);
+}
+
+TEST_F(NodeServiceTest, PublishNeedsStageAndUnstageNeedsUnpublish) {
+  EXPECT_EQ(Publish(PublishReq("v1")).error_code(), Code::FAILED_PRECONDITION);
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  ASSERT_TRUE(Publish(PublishReq("v1")).ok());
+
+  EXPECT_EQ(Unstage("v1").error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_TRUE(Unpublish("v1").ok());
+  EXPECT_TRUE(Unpublish("v1").ok());
+  EXPECT_TRUE(Unstage("v1").ok());
+  EXPECT_TRUE(Unstage("v1").ok());
+  EXPECT_EQ(transport_.attached(), 0u);
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/stage-v1"));
+}
+
+TEST_F(NodeServiceTest, UnknownMountIsNeverUnmounted) {
+  ASSERT_TRUE(mounter_.Mount({"/dev/sdz", root_ + "/stage-v9", "ext4", {}}).ok());
+
+  EXPECT_EQ(Unstage("v9").error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v9"));
+}
+
+TEST_F(NodeServiceTest, MaxVolumesPerNodeIsEnforced) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  ASSERT_TRUE(Stage(StageReq("v2")).ok());
+
+  EXPECT_EQ(Stage(StageReq("v3")).error_code(), Code::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
+  grpc::ClientContext c1;
+  csi::v1::NodeGetCapabilitiesResponse caps;
+  ASSERT_TRUE(stub_->NodeGetCapabilities(&c1, {}, &caps).ok());
+  grpc::ClientContext c2;
+  csi::v1::NodeGetInfoResponse info;
+  ASSERT_TRUE(stub_->NodeGetInfo(&c2, {}, &info).ok());
+
+  EXPECT_EQ(caps.capabilities(0).rpc().type(),
+            csi::v1::NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME);
+  EXPECT_EQ(info.node_id(), "node-1");
+  EXPECT_EQ(info.max_volumes_per_node(), 2);
+}
+
+}  // namespace
+}  // namespace stagehand::agent

@@ -1,0 +1,67 @@
+#pragma once
+
+// A scripted iSCSI transport: "attaches" LUNs as /dev/fakeN with a configurable identity, tracks
+// what is attached, and can fail the next attach or report a session unhealthy.
+
+#include <set>
+#include <string>
+
+#include <absl/strings/str_cat.h>
+
+#include "iscsi/transport.h"
+
+namespace stagehand::testing {
+
+class FakeTransport : public iscsi::Transport {
+ public:
+  absl::StatusOr<iscsi::Attachment> Attach(const iscsi::AttachRequest& request) override {
+    ++attaches_;
+    if (!next_error_.ok()) {
+      return std::exchange(next_error_, absl::OkStatus());
+    }
+    iscsi::Attachment a;
+    a.device = absl::StrCat("/dev/fake", attaches_);
+    a.identity = identity_;
+    a.capacity = {2048, 512};
+    a.session.set_pid(1000 + attaches_);
+    a.session.set_runtime_dir(request.runtime_dir);
+    a.session.set_loop_device(a.device);
+    attached_.insert(a.device);
+    return a;
+  }
+
+  absl::Status Detach(const state::v1::SessionRecord& session) override {
+    ++detaches_;
+    attached_.erase(session.loop_device());
+    return absl::OkStatus();
+  }
+
+  iscsi::SessionHealth Health(const state::v1::SessionRecord& session) override {
+    iscsi::SessionHealth h;
+    h.healthy = healthy_ && attached_.count(session.loop_device()) > 0;
+    h.message = h.healthy ? "" : "iSCSI session process is not running";
+    return h;
+  }
+
+  void FailNextAttach(absl::Status s) { next_error_ = std::move(s); }
+
+  void SetIdentity(iscsi::LunIdentity id) { identity_ = std::move(id); }
+
+  void SetHealthy(bool healthy) { healthy_ = healthy; }
+
+  int attaches() const { return attaches_; }
+
+  int detaches() const { return detaches_; }
+
+  size_t attached() const { return attached_.size(); }
+
+ private:
+  absl::Status next_error_;
+  iscsi::LunIdentity identity_{{"naa.60000000000000000e00000000010001"}, "beaf11", "IET", "X"};
+  bool healthy_ = true;
+  int attaches_ = 0;
+  int detaches_ = 0;
+  std::set<std::string> attached_;
+};
+
+}  // namespace stagehand::testing
