@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
@@ -252,7 +253,14 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   attach.target = target;
   attach.initiator_name = options_.initiator_name;
   attach.runtime_dir = SessionDir(req.volume_id());
+  const auto started = std::chrono::steady_clock::now();
+  auto elapsed_ms = [&started] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+        .count();
+  };
   SH_ASSIGN_OR_RETURN(iscsi::Attachment a, deps_.transport.Attach(attach));
+  spdlog::debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
+                elapsed_ms());
   *record.mutable_session() = a.session;
   iscsi::ToProto(a.identity, record.mutable_identity());
   record.set_capacity_bytes(a.capacity.Bytes());
@@ -264,6 +272,8 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   }
   if (!cap.block) {
     SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
+    spdlog::debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
+                  elapsed_ms(), record.formatted_by_us());
   }
   record.set_phase(VolumeRecord::STAGED);
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
