@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -230,6 +231,31 @@ void ForceCleanup(const std::string& root) {
     umount2(m.c_str(), MNT_DETACH);
   }
   (void)RunProcess({"rm", "-rf", "--one-file-system", root});
+}
+
+std::vector<int> RunningSessionProcesses() {
+  std::vector<int> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) {
+    return out;
+  }
+  while (dirent* e = readdir(d)) {
+    const int pid = atoi(e->d_name);
+    if (pid <= 0) {
+      continue;
+    }
+    std::array<char, 4096> exe{};
+    const std::string link = "/proc/" + std::to_string(pid) + "/exe";
+    const ssize_t n = readlink(link.c_str(), exe.data(), exe.size() - 1);
+    auto cmdline = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline");
+    if (n > 0 && std::string(exe.data(), static_cast<size_t>(n)) == StagehandBinary() &&
+        cmdline.ok() && cmdline->find("__session") != std::string::npos &&
+        iscsi::ProcessStartTime(pid) != 0) {
+      out.push_back(pid);
+    }
+  }
+  closedir(d);
+  return out;
 }
 
 std::vector<std::string> Leftovers(const std::string& root) {

@@ -70,6 +70,9 @@ void ForceCleanup(const std::string& root);
 // What is left under `root`, one line per leftover; empty when clean.
 std::vector<std::string> Leftovers(const std::string& root);
 
+// Session processes of the binary under test that are still running, anywhere.
+std::vector<int> RunningSessionProcesses();
+
 // Creates a sparse file of `bytes`.
 absl::Status MakeSparseFile(const std::string& path, uint64_t bytes);
 

@@ -2,6 +2,7 @@
 // never used, bad credentials and dead portals fail with the right code and leave nothing.
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
@@ -146,6 +147,26 @@ TEST_F(SafetyTest, UnreachablePortalIsUnavailableAndUnknownTargetIsNotFound) {
   EXPECT_EQ(Stage(unreachable).error_code(), Code::UNAVAILABLE);
   EXPECT_EQ(Stage(unknown).error_code(), Code::NOT_FOUND);
   EXPECT_TRUE(Leftovers(root_).empty());
+}
+
+TEST_F(SafetyTest, FailsOverToTheNextPortalWhenTheFirstIsDown) {
+  AddLun();
+  auto req = StageRequest("vol-fo");
+  (*req.mutable_volume_context())["targetPortal"] = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  (*req.mutable_volume_context())["portals"] = tgtd_->portal();
+
+  auto s = Stage(req);
+
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(Unstage("vol-fo", Staging("vol-fo")).ok());
+}
+
+TEST_F(SafetyTest, CsiSocketIsOwnerOnly) {
+  struct stat st = {};
+
+  ASSERT_EQ(stat(daemon_->socket_path().c_str(), &st), 0);
+
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 }  // namespace
