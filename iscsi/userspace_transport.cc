@@ -88,6 +88,7 @@ absl::StatusOr<std::string> ReadWithDeadline(int fd, std::chrono::milliseconds t
 // Starts `binary __session` fully detached, with `config` on fd 3 and the ready pipe on fd 4.
 absl::Status SpawnDetached(const std::string& binary, int config_fd, int ready_fd) {
   const std::string arg0 = binary;
+  // `stagehand-session` ignores its arguments; `stagehand` needs "__session" to take the role.
   const char* argv[] = {arg0.c_str(), "__session", nullptr};
   const pid_t child = fork();
   if (child < 0) {
@@ -184,7 +185,10 @@ bool IsSameProcessAlive(int pid, uint64_t start_time) {
 UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
     : options_(std::move(options)) {
   if (options_.binary.empty()) {
-    options_.binary = SelfExe();
+    // The lean session binary installed next to ours; else ourselves in the session role.
+    const std::string self = SelfExe();
+    const std::string lean = JoinPath(ParentDir(self), "stagehand-session");
+    options_.binary = access(lean.c_str(), X_OK) == 0 ? lean : self;
   }
 }
 

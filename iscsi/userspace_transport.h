@@ -12,7 +12,8 @@
 namespace stagehand::iscsi {
 
 struct UserspaceTransportOptions {
-  // The stagehand binary to re-execute as `<binary> __session` (default: /proc/self/exe).
+  // The session binary, run as `<binary> __session` (default: `stagehand-session` next to the
+  // running binary if present, else the running binary itself).
   std::string binary;
   std::chrono::seconds start_timeout{30};
   std::chrono::seconds stop_timeout{10};

@@ -248,8 +248,10 @@ std::vector<int> RunningSessionProcesses() {
     const std::string link = "/proc/" + std::to_string(pid) + "/exe";
     const ssize_t n = readlink(link.c_str(), exe.data(), exe.size() - 1);
     auto cmdline = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline");
-    if (n > 0 && std::string(exe.data(), static_cast<size_t>(n)) == StagehandBinary() &&
-        cmdline.ok() && cmdline->find("__session") != std::string::npos &&
+    const std::string path(exe.data(), n > 0 ? static_cast<size_t>(n) : 0);
+    const bool ours = path == StagehandBinary() ||
+                      path == JoinPath(ParentDir(StagehandBinary()), "stagehand-session");
+    if (ours && cmdline.ok() && cmdline->find("__session") != std::string::npos &&
         iscsi::ProcessStartTime(pid) != 0) {
       out.push_back(pid);
     }
