@@ -123,7 +123,7 @@ int RunDaemon(DaemonOptions options) {
   node_options.initiator_name = *initiator;
   node_options.state_dir = options.state_dir;
   node_options.runtime_dir = options.runtime_dir;
-  NodeService node({transport, mounter, probe, nullptr, nullptr}, node_options);
+  NodeService node({transport, mounter, probe, nullptr, nullptr, nullptr}, node_options);
   IdentityService identity(options.driver_name, kVersion);
 
   (void)RemoveFileIfExists(socket_path);  // Stale socket of a previous run: we hold the lock.

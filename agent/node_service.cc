@@ -80,6 +80,11 @@ NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
   if (!deps_.format) {
     deps_.format = [](const std::string& d, std::string_view fs) { return mounter::Format(d, fs); };
   }
+  if (!deps_.grow) {
+    deps_.grow = [](const std::string& d, const std::string& m, std::string_view fs) {
+      return mounter::Grow(d, m, fs);
+    };
+  }
   if (!deps_.check) {
     deps_.check = [](const std::string& d, std::string_view fs) { return mounter::Check(d, fs); };
   }
@@ -557,6 +562,50 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   return absl::OkStatus();
 }
 
+// ----- NodeExpandVolume -----
+
+absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeRequest& req) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_RETURN_IF_ERROR(ValidatePathField(req.volume_path(), "volume_path"));
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return absl::AbortedError(
+        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
+  }
+  VolumeRecord& rec = *existing;
+  const bool known =
+      rec.staging_path() == req.volume_path() ||
+      std::any_of(rec.publishes().begin(), rec.publishes().end(),
+                  [&](const PublishRecord& p) { return p.target_path() == req.volume_path(); });
+  if (!known || !PathExists(req.volume_path())) {
+    return absl::NotFoundError(absl::StrCat("volume_path '", req.volume_path(),
+                                            "' is not where volume '", req.volume_id(),
+                                            "' is staged or published"));
+  }
+  // The target grows the LUN; we pick the new size up, then grow the filesystem online.
+  SH_ASSIGN_OR_RETURN(uint64_t bytes, deps_.transport.RefreshCapacity(rec.session()));
+  const int64_t required = req.capacity_range().required_bytes();
+  if (required > 0 && static_cast<int64_t>(bytes) < required) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the LUN is ", bytes, " bytes but ", required,
+                     " were required; grow the LUN on the target (controller expansion) first"));
+  }
+  if (!rec.block()) {
+    SH_RETURN_IF_ERROR(
+        WithContext(deps_.grow(rec.session().loop_device(), rec.staging_path(), rec.fs_type()),
+                    absl::StrCat("grow the ", rec.fs_type(), " filesystem")));
+  }
+  rec.set_capacity_bytes(bytes);
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(rec), "persist volume record"));
+  return static_cast<int64_t>(bytes);
+}
+
 // ----- gRPC entry points -----
 
 grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
@@ -590,10 +639,13 @@ grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
 }
 
 grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
-                                           const csi::v1::NodeExpandVolumeRequest*,
-                                           csi::v1::NodeExpandVolumeResponse*) {
-  return {grpc::StatusCode::UNIMPLEMENTED,
-          "NodeExpandVolume is not supported yet (no EXPAND_VOLUME capability)"};
+                                           const csi::v1::NodeExpandVolumeRequest* req,
+                                           csi::v1::NodeExpandVolumeResponse* resp) {
+  auto bytes = Expand(*req);
+  if (bytes.ok()) {
+    resp->set_capacity_bytes(*bytes);
+  }
+  return ToGrpcStatus(LogResult("NodeExpandVolume", req->volume_id(), bytes.status()));
 }
 
 grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,

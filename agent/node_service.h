@@ -33,6 +33,8 @@ struct NodeServiceDeps {
   // mkfs and fsck; default to mounter::Format / mounter::Check.
   std::function<absl::Status(const std::string&, std::string_view)> format;
   std::function<absl::Status(const std::string&, std::string_view)> check;
+  // Grows a filesystem (device, mount path, fs type); defaults to mounter::Grow.
+  std::function<absl::Status(const std::string&, const std::string&, std::string_view)> grow;
 };
 
 class NodeService final : public csi::v1::Node::Service {
@@ -70,6 +72,8 @@ class NodeService final : public csi::v1::Node::Service {
   absl::Status Unpublish(const csi::v1::NodeUnpublishVolumeRequest& req);
   absl::Status Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
                      csi::v1::NodeGetVolumeStatsResponse* resp);
+  // Returns the new capacity in bytes.
+  absl::StatusOr<int64_t> Expand(const csi::v1::NodeExpandVolumeRequest& req);
 
  private:
   std::string RecordsDir() const;

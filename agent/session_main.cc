@@ -4,4 +4,6 @@
 
 #include "iscsi/session_process.h"
 
-int main() { return stagehand::iscsi::RunSessionProcess(3, 4); }
+int main() {
+  return stagehand::iscsi::RunSessionProcess(3, 4);
+}

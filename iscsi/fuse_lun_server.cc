@@ -233,6 +233,43 @@ struct FuseLunServer::Impl {
     }
   }
 
+  // Takes a new capacity if the LUN grew; never shrinks under a filesystem. Drops the kernel's
+  // cached size of the LUN file so that LOOP_SET_CAPACITY sees the new one.
+  void GrowTo(const LunCapacity& cap) {
+    if (cap.block_size != BlockSize() || cap.Bytes() <= CapacityBytes()) {
+      return;
+    }
+    options.capacity = cap;
+    if (session != nullptr) {
+      (void)fuse_lowlevel_notify_inval_inode(session, kLunIno, 0, 0);
+    }
+  }
+
+  // READ CAPACITY(16) on the live session; publishes the (possibly new) size when it answers.
+  void RefreshCapacity() {
+    if (ctx == nullptr || failed_closed) {
+      ++status.capacity_refreshes;  // Nothing to read now; reconnect re-reads it anyway.
+      Publish(status.state, status.message);
+      return;
+    }
+    auto done = [](iscsi_context*, int st, void* command_data, void* private_data) {
+      ScsiTask task(static_cast<scsi_task*>(command_data));
+      auto* self = static_cast<Impl*>(private_data);
+      if (st == SCSI_STATUS_GOOD) {
+        if (auto* rc = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(task.get()));
+            rc != nullptr) {
+          self->GrowTo({rc->returned_lba + 1, rc->block_length});
+        }
+      }
+      ++self->status.capacity_refreshes;
+      self->Publish(self->status.state, self->status.message);
+    };
+    if (iscsi_readcapacity16_task(ctx, static_cast<int>(options.login.lun), done, this) ==
+        nullptr) {
+      need_reconnect = true;
+    }
+  }
+
   void FailClosed(const std::string& why) {
     failed_closed = true;
     for (auto& r : parked) {
@@ -264,8 +301,8 @@ struct FuseLunServer::Impl {
             FailClosed(std::string(same.message()));
             return true;
           }
-          if (auto cap = (*conn)->ReadCapacity(); cap.ok() && cap->Bytes() >= CapacityBytes()) {
-            options.capacity = *cap;  // The LUN may have grown; never shrink under a filesystem.
+          if (auto cap = (*conn)->ReadCapacity(); cap.ok()) {
+            GrowTo(*cap);
           }
           options.login.portal = params.portal;
           portal_index = (portal_index + attempt - 1) % std::max<size_t>(options.portals.size(), 1);
@@ -601,7 +638,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
 }
 
-absl::Status FuseLunServer::Run(int stop_fd) {
+absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   Impl& s = *impl_;
   UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
   if (!timer) {
@@ -623,14 +660,15 @@ absl::Status FuseLunServer::Run(int stop_fd) {
         break;
       }
     }
-    std::array<pollfd, 4> fds{};
+    std::array<pollfd, 5> fds{};
     fds[0] = {fuse_fd, POLLIN, 0};
     fds[1] = {stop_fd, POLLIN, 0};
     fds[2] = {timer.Get(), POLLIN, 0};
-    nfds_t n = 3;
+    fds[3] = {refresh_fd, POLLIN, 0};
+    nfds_t n = 4;
     if (s.ctx != nullptr) {
-      fds[3] = {iscsi_get_fd(s.ctx), static_cast<short>(iscsi_which_events(s.ctx)), 0};
-      n = 4;
+      fds[4] = {iscsi_get_fd(s.ctx), static_cast<short>(iscsi_which_events(s.ctx)), 0};
+      n = 5;
     }
     if (poll(fds.data(), n, -1) < 0) {
       if (errno == EINTR) {
@@ -641,10 +679,16 @@ absl::Status FuseLunServer::Run(int stop_fd) {
     if (fds[1].revents != 0) {
       break;
     }
-    if (n == 4 && fds[3].revents != 0 && s.ctx != nullptr) {
-      if (iscsi_service(s.ctx, fds[3].revents) < 0) {
+    if (n == 5 && fds[4].revents != 0 && s.ctx != nullptr) {
+      if (iscsi_service(s.ctx, fds[4].revents) < 0) {
         s.need_reconnect = true;
       }
+    }
+    if (fds[3].revents != 0) {
+      std::array<char, 128> info{};  // Drain the signalfd (struct signalfd_siginfo is 128 bytes).
+      while (read(refresh_fd, info.data(), info.size()) > 0) {
+      }
+      s.RefreshCapacity();
     }
     if (fds[2].revents != 0) {
       uint64_t expirations = 0;

@@ -31,6 +31,7 @@ struct ServerStatus {
   std::string portal;
   uint64_t reconnects = 0;
   uint64_t capacity_bytes = 0;
+  uint64_t capacity_refreshes = 0;  // Incremented each time a capacity refresh completes.
 };
 
 struct FuseLunServerOptions {
@@ -57,8 +58,9 @@ class FuseLunServer {
   ~FuseLunServer();
 
   // Serves until `stop_fd` becomes readable (e.g. a signalfd for SIGTERM) or the FUSE mount is
-  // unmounted. Returns OK on such a stop.
-  absl::Status Run(int stop_fd);
+  // unmounted. Returns OK on such a stop. Each time `refresh_fd` (a signalfd for SIGUSR1) becomes
+  // readable, the LUN's capacity is read again (after the target grew it) and published.
+  absl::Status Run(int stop_fd, int refresh_fd);
 
   // Full path of the LUN file.
   std::string LunPath() const;

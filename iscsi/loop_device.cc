@@ -91,6 +91,17 @@ absl::Status DetachLoopDevice(const std::string& device, const std::string& expe
   return absl::OkStatus();
 }
 
+absl::Status RefreshLoopCapacity(const std::string& device) {
+  UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
+  if (!loop) {
+    return ErrnoStatus(errno, absl::StrCat("open '", device, "'"));
+  }
+  if (ioctl(loop.Get(), LOOP_SET_CAPACITY, 0) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("resize '", device, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& file) {
   DIR* dir = opendir("/sys/block");
   if (dir == nullptr) {

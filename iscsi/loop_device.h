@@ -19,6 +19,9 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
 // already detached or now backs something else (it was ours and is gone).
 absl::Status DetachLoopDevice(const std::string& device, const std::string& expected_backing_file);
 
+// Makes `device` pick up a new size of its backing file (LOOP_SET_CAPACITY).
+absl::Status RefreshLoopCapacity(const std::string& device);
+
 // The loop device currently backed by `file`, if any.
 absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& file);
 

@@ -82,7 +82,7 @@ class Session {
       Ready();
       return 1;
     }
-    status = server_->Run(stop_fd_.Get());
+    status = server_->Run(stop_fd_.Get(), refresh_fd_.Get());
     server_.reset();  // Unmounts FUSE, logs out.
     (void)RemoveFileIfExists(StatusPath());
     return status.ok() ? 0 : 1;
@@ -106,6 +106,7 @@ class Session {
     status_.set_portal(s.portal);
     status_.set_reconnects(s.reconnects);
     status_.set_capacity_bytes(s.capacity_bytes);
+    status_.set_capacity_refreshes(s.capacity_refreshes);
     status_.set_pid(getpid());
     (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
   }
@@ -117,7 +118,12 @@ class Session {
     sigaddset(&mask, SIGINT);
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     stop_fd_.Reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!stop_fd_) {
+    sigset_t refresh;
+    sigemptyset(&refresh);
+    sigaddset(&refresh, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &refresh, nullptr);
+    refresh_fd_.Reset(signalfd(-1, &refresh, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!stop_fd_ || !refresh_fd_) {
       return ErrnoStatus(errno, "signalfd");
     }
     if (config_.portals().empty()) {
@@ -184,6 +190,7 @@ class Session {
   SessionConfig config_;
   int ready_fd_;
   UniqueFd stop_fd_;
+  UniqueFd refresh_fd_;
   SessionStatus status_;
   std::unique_ptr<FuseLunServer> server_;
 };

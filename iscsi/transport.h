@@ -43,6 +43,10 @@ class Transport {
   // Removes the block device and ends the session. Idempotent: OK when already gone.
   virtual absl::Status Detach(const state::v1::SessionRecord& session) = 0;
 
+  // Reads the LUN's capacity again (after the target grew it) and resizes the block device to
+  // match. Returns the new size in bytes. Unavailable when the session is not running.
+  virtual absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) = 0;
+
   // Reports whether the session is alive and still talking to the same LUN.
   virtual SessionHealth Health(const state::v1::SessionRecord& session) = 0;
 };

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -301,6 +302,52 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
     rmdir(session.runtime_dir().c_str());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord& session) {
+  if (!IsSameProcessAlive(session.pid(), session.start_time())) {
+    return absl::UnavailableError(
+        absl::StrCat("iSCSI session process ", session.pid(), " is not running"));
+  }
+  const std::string status_path = JoinPath(session.runtime_dir(), "status");
+  auto read_status = [&]() -> absl::StatusOr<SessionStatus> {
+    SH_ASSIGN_OR_RETURN(std::string raw, ReadFileToString(status_path));
+    SessionStatus st;
+    if (!st.ParseFromString(raw)) {
+      return absl::DataLossError(absl::StrCat("unreadable session status '", status_path, "'"));
+    }
+    return st;
+  };
+  SH_ASSIGN_OR_RETURN(SessionStatus before, read_status());
+  // The session writes its status file (rename into place) when the refresh completes.
+  UniqueFd in(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!in || inotify_add_watch(in.Get(), session.runtime_dir().c_str(), IN_MOVED_TO) < 0) {
+    return ErrnoStatus(errno, "inotify on the session directory");
+  }
+  if (kill(session.pid(), SIGUSR1) != 0) {
+    return ErrnoStatus(errno, "signal the session process");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.stop_timeout;
+  while (true) {
+    auto now = read_status();
+    if (now.ok() && now->capacity_refreshes() > before.capacity_refreshes()) {
+      if (!session.loop_device().empty()) {
+        SH_RETURN_IF_ERROR(RefreshLoopCapacity(session.loop_device()));
+      }
+      return now->capacity_bytes();
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return absl::DeadlineExceededError("the session did not re-read the LUN capacity in time");
+    }
+    pollfd pfd{in.Get(), POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left.count())) > 0) {
+      std::array<char, 4096> buf{};
+      while (read(in.Get(), buf.data(), buf.size()) > 0) {
+      }
+    }
+  }
 }
 
 SessionHealth UserspaceTransport::Health(const SessionRecord& session) {

@@ -25,6 +25,7 @@ class UserspaceTransport : public Transport {
 
   absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
   absl::Status Detach(const state::v1::SessionRecord& session) override;
+  absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
   SessionHealth Health(const state::v1::SessionRecord& session) override;
 
  private:

@@ -35,13 +35,19 @@ class NodeServiceTest : public ::testing::Test {
     options.initiator_name = "iqn.2026-11.dev.stagehand:test";
     options.state_dir = root_ + "/state";
     options.runtime_dir = root_ + "/run";
-    NodeServiceDeps deps{transport_, mounter_, probe_,
+    NodeServiceDeps deps{transport_,
+                         mounter_,
+                         probe_,
                          [this](const std::string& d, std::string_view fs) {
                            formatted_.push_back(d + ":" + std::string(fs));
                            return absl::OkStatus();
                          },
                          [this](const std::string& d, std::string_view) {
                            checked_.push_back(d);
+                           return absl::OkStatus();
+                         },
+                         [this](const std::string& d, const std::string& m, std::string_view) {
+                           grown_.push_back(d + " " + m);
                            return absl::OkStatus();
                          }};
     service_ = std::make_unique<NodeService>(deps, options);
@@ -116,6 +122,7 @@ class NodeServiceTest : public ::testing::Test {
   FakeBlockProbe probe_;
   std::vector<std::string> formatted_;
   std::vector<std::string> checked_;
+  std::vector<std::string> grown_;
   std::unique_ptr<NodeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<csi::v1::Node::Stub> stub_;
@@ -249,6 +256,41 @@ TEST_F(NodeServiceTest, MaxVolumesPerNodeIsEnforced) {
   ASSERT_TRUE(Stage(StageReq("v2")).ok());
 
   EXPECT_EQ(Stage(StageReq("v3")).error_code(), Code::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(NodeServiceTest, ExpandPicksUpTheNewSizeAndGrowsTheFilesystem) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  transport_.SetCapacity(4u << 20);
+  csi::v1::NodeExpandVolumeRequest req;
+  req.set_volume_id("v1");
+  req.set_volume_path(root_ + "/stage-v1");
+  req.mutable_capacity_range()->set_required_bytes(4 << 20);
+
+  grpc::ClientContext ctx;
+  csi::v1::NodeExpandVolumeResponse resp;
+  auto s = stub_->NodeExpandVolume(&ctx, req, &resp);
+
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.capacity_bytes(), 4 << 20);
+  EXPECT_THAT(grown_, ::testing::ElementsAre("/dev/fake1 " + root_ + "/stage-v1"));
+}
+
+TEST_F(NodeServiceTest, ExpandBeyondTheLunIsOutOfRange) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  csi::v1::NodeExpandVolumeRequest req;
+  req.set_volume_id("v1");
+  req.set_volume_path(root_ + "/stage-v1");
+  req.mutable_capacity_range()->set_required_bytes(1ll << 40);
+
+  grpc::ClientContext ctx;
+  csi::v1::NodeExpandVolumeResponse resp;
+  auto s = stub_->NodeExpandVolume(&ctx, req, &resp);
+
+  EXPECT_EQ(s.error_code(), Code::OUT_OF_RANGE);
+  EXPECT_TRUE(grown_.empty());
+  req.set_volume_id("unknown");
+  grpc::ClientContext ctx2;
+  EXPECT_EQ(stub_->NodeExpandVolume(&ctx2, req, &resp).error_code(), Code::NOT_FOUND);
 }
 
 TEST_F(NodeServiceTest, CapabilitiesAndInfo) {

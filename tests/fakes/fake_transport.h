@@ -36,6 +36,13 @@ class FakeTransport : public iscsi::Transport {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override {
+    if (attached_.count(session.loop_device()) == 0) {
+      return absl::UnavailableError("iSCSI session process is not running");
+    }
+    return capacity_bytes_;
+  }
+
   iscsi::SessionHealth Health(const state::v1::SessionRecord& session) override {
     iscsi::SessionHealth h;
     h.healthy = healthy_ && attached_.count(session.loop_device()) > 0;
@@ -49,6 +56,8 @@ class FakeTransport : public iscsi::Transport {
 
   void SetHealthy(bool healthy) { healthy_ = healthy; }
 
+  void SetCapacity(uint64_t bytes) { capacity_bytes_ = bytes; }
+
   int attaches() const { return attaches_; }
 
   int detaches() const { return detaches_; }
@@ -59,6 +68,7 @@ class FakeTransport : public iscsi::Transport {
   absl::Status next_error_;
   iscsi::LunIdentity identity_{{"naa.60000000000000000e00000000010001"}, "beaf11", "IET", "X"};
   bool healthy_ = true;
+  uint64_t capacity_bytes_ = 2048 * 512;
   int attaches_ = 0;
   int detaches_ = 0;
   std::set<std::string> attached_;

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "mounter/volume_stats.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -157,6 +158,34 @@ TEST_F(LifecycleTest, StatsReportBytesInodesAndANormalCondition) {
   EXPECT_EQ(Stats("no-such-volume", target, &missing).error_code(), Code::NOT_FOUND);
   EXPECT_TRUE(Unpublish("vol-s", target).ok());
   EXPECT_TRUE(Unstage("vol-s", Staging("vol-s")).ok());
+}
+
+TEST_F(LifecycleTest, ExpandPicksUpTheGrownLunAndGrowsXfsOnline) {
+  AddLun(320ull << 20);
+  const std::string fs_target = root_ + "/pod-fs";
+  ASSERT_TRUE(Stage(StageRequest("vol-e", false, "xfs")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-e", fs_target)).ok());
+  auto before = mounter::StatFilesystem(fs_target);
+  ASSERT_TRUE(before.ok());
+
+  // The "controller" grows the LUN: a bigger backing file, picked up by tgtd on restart.
+  ASSERT_EQ(truncate(lun_file_.c_str(), 512ll << 20), 0);
+  ASSERT_TRUE(tgtd_->Restart().ok());
+  csi::v1::NodeExpandVolumeRequest req;
+  req.set_volume_id("vol-e");
+  req.set_volume_path(fs_target);
+  req.mutable_capacity_range()->set_required_bytes(512ll << 20);
+  csi::v1::NodeExpandVolumeResponse resp;
+  auto s = daemon_->node().NodeExpandVolume(Ctx().get(), req, &resp);
+
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.capacity_bytes(), 512ll << 20);
+  auto after = mounter::StatFilesystem(fs_target);
+  ASSERT_TRUE(after.ok());
+  EXPECT_GT(after->capacity_bytes, before->capacity_bytes + (150ll << 20));
+  EXPECT_TRUE(WriteFileAtomically(fs_target + "/after-grow", "ok", 0644).ok());
+  EXPECT_TRUE(Unpublish("vol-e", fs_target).ok());
+  EXPECT_TRUE(Unstage("vol-e", Staging("vol-e")).ok());
 }
 
 }  // namespace
