@@ -32,17 +32,8 @@ constexpr int kTickSeconds = 1;
 constexpr int kNopEveryTicks = 5;
 constexpr int kMaxNopsInFlight = 3;
 constexpr int kMaxRetriesPerRequest = 1000;
-constexpr uint64_t kZeroChunkBytes = 8 << 20;  // Per WRITE SAME when zeroing a range.
 
 }  // namespace
-
-// A fallocate zeroing a range: split into WRITE SAME chunks that run concurrently. Replied to
-// when the last chunk is done.
-struct ZeroJob {
-  fuse_req_t req = nullptr;
-  int pending = 0;
-  int error = 0;
-};
 
 // One FUSE read or write on its way through iSCSI. Owned by the libiscsi task's private data
 // while in flight, by the retry queue while parked.
@@ -50,8 +41,6 @@ struct IoRequest {
   fuse_req_t req = nullptr;
   bool write = false;
   bool flush = false;
-  bool zero = false;  // Writes zeros over `blocks` (one chunk of a ZeroJob).
-  std::shared_ptr<ZeroJob> job;
   uint64_t lba = 0;
   uint64_t blocks = 0;
   size_t slice_offset = 0;    // Reads: where the requested bytes start in the aligned buffer.
@@ -70,11 +59,12 @@ struct FuseLunServer::Impl {
   ServerStatus status;
   bool need_reconnect = false;
   bool failed_closed = false;
+  std::chrono::steady_clock::time_point last_reconnect;
+  int flap_backoff_ms = 0;
   int ticks = 0;
   size_t inflight = 0;
-  std::deque<std::unique_ptr<IoRequest>> parked;
-  std::vector<uint8_t> zero_buffer = std::vector<uint8_t>(64 * 1024, 0);  // >= any block size.
-  bool write_same_unsupported = false;
+  std::deque<std::unique_ptr<IoRequest>> parked;         // Waiting for a reconnect.
+  std::deque<std::unique_ptr<IoRequest>> retry_on_tick;  // Waiting for the next tick.
 
   ~Impl() {
     if (session != nullptr) {
@@ -126,13 +116,6 @@ struct FuseLunServer::Impl {
     const int lun = static_cast<int>(options.login.lun);
     if (raw->flush) {
       task = iscsi_synchronizecache10_task(ctx, lun, 0, 0, 0, 0, &OnTaskDone, raw);
-    } else if (raw->zero) {
-      // WRITE SAME(16) of one zero block, never with the UNMAP bit: reads must return zeros
-      // afterwards whatever the target's LBPRZ says. Arrays offload it; on tgtd it still beats
-      // plain writes unless the target is tuned for large bursts.
-      task = iscsi_writesame16_task(ctx, lun, raw->lba, zero_buffer.data(), BlockSize(),
-                                    static_cast<uint32_t>(raw->blocks), 0, /*unmap=*/0, 0, 0,
-                                    &OnTaskDone, raw);
     } else if (raw->write) {
       task = iscsi_write16_task(ctx, lun, raw->lba, raw->data.data(),
                                 static_cast<uint32_t>(raw->data.size()), BlockSize(), 0, 0, 0, 0, 0,
@@ -151,63 +134,41 @@ struct FuseLunServer::Impl {
     (void)r.release();  // Owned by the task's private data until OnTaskDone.
   }
 
-  static bool IsUnitAttention(scsi_task* task) {
-    return task->status == SCSI_STATUS_CHECK_CONDITION &&
-           task->sense.key == SCSI_SENSE_UNIT_ATTENTION;
-  }
-
   static void OnTaskDone(iscsi_context* /*ctx*/, int status, void* command_data,
                          void* private_data) {
     ScsiTask task(static_cast<scsi_task*>(command_data));
     std::unique_ptr<IoRequest> r(static_cast<IoRequest*>(private_data));
     Impl* self = r->server;
     --self->inflight;
-    if (r->zero) {
-      const bool unsupported = status != SCSI_STATUS_GOOD && task &&
-                               task->status == SCSI_STATUS_CHECK_CONDITION &&
-                               task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST;
-      if (status == SCSI_STATUS_GOOD || unsupported) {
-        // Without WRITE SAME the kernel falls back to writing zeros itself.
-        self->write_same_unsupported = self->write_same_unsupported || unsupported;
-        self->FinishZeroChunk(*r, unsupported ? EOPNOTSUPP : 0);
-        return;
-      }
-    } else if (status == SCSI_STATUS_GOOD) {
+    if (status == SCSI_STATUS_GOOD) {
       self->Reply(*r, task.get());
       return;
     }
-    const bool transient = status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
-                           status == SCSI_STATUS_BUSY || status == SCSI_STATUS_TASK_SET_FULL ||
-                           status == SCSI_STATUS_ERROR || (task && IsUnitAttention(task.get()));
-    if (transient && ++r->retries < kMaxRetriesPerRequest) {
-      if (status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
-          status == SCSI_STATUS_ERROR) {
+    // Connection trouble: park and log in again. Target-side conditions that pass (a unit
+    // attention after a reset, busy, not ready while the LUN comes back): retry on the next tick.
+    const bool connection = status == SCSI_STATUS_CANCELLED || status == SCSI_STATUS_TIMEOUT ||
+                            status == SCSI_STATUS_ERROR;
+    const bool passing =
+        status == SCSI_STATUS_BUSY || status == SCSI_STATUS_TASK_SET_FULL ||
+        status == SCSI_STATUS_TASK_ABORTED ||
+        (task && task->status == SCSI_STATUS_CHECK_CONDITION &&
+         (task->sense.key == SCSI_SENSE_UNIT_ATTENTION || task->sense.key == SCSI_SENSE_NOT_READY));
+    if ((connection || passing) && ++r->retries < kMaxRetriesPerRequest) {
+      if (connection) {
         self->need_reconnect = true;
+        self->parked.push_back(std::move(r));
+      } else if (task->status == SCSI_STATUS_CHECK_CONDITION &&
+                 task->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
+        self->Submit(std::move(r));  // A unit attention is reported once: retry right away.
+      } else {
+        self->retry_on_tick.push_back(std::move(r));
       }
-      self->parked.push_back(std::move(r));
       return;
     }
     self->Fail(*r, EIO);
   }
 
-  // Answers a request with an error; a zeroing chunk counts towards its job instead.
-  void Fail(IoRequest& r, int error) {
-    if (r.zero) {
-      FinishZeroChunk(r, error);
-    } else {
-      fuse_reply_err(r.req, error);
-    }
-  }
-
-  void FinishZeroChunk(IoRequest& r, int error) {
-    ZeroJob& job = *r.job;
-    if (job.error == 0) {
-      job.error = error;
-    }
-    if (--job.pending == 0) {
-      fuse_reply_err(job.req, job.error);
-    }
-  }
+  void Fail(IoRequest& r, int error) { fuse_reply_err(r.req, error); }
 
   void Reply(IoRequest& r, scsi_task* task) {
     if (r.flush) {
@@ -276,6 +237,10 @@ struct FuseLunServer::Impl {
       Fail(*r, EIO);
     }
     parked.clear();
+    for (auto& r : retry_on_tick) {
+      Fail(*r, EIO);
+    }
+    retry_on_tick.clear();
     Publish(ServerState::kIdentityMismatch, why);
   }
 
@@ -285,6 +250,18 @@ struct FuseLunServer::Impl {
     need_reconnect = false;
     DestroyContext();
     Publish(ServerState::kReconnecting, "connection lost; logging in again");
+    // A connection that drops again right after a reconnect is flapping: back off before the
+    // next login instead of spinning through logins and retries.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_reconnect < std::chrono::seconds(2)) {
+      flap_backoff_ms = std::min(flap_backoff_ms == 0 ? 250 : flap_backoff_ms * 2, 5000);
+      pollfd pfd{stop_fd, POLLIN, 0};
+      if (poll(&pfd, 1, flap_backoff_ms) > 0) {
+        return false;
+      }
+    } else {
+      flap_backoff_ms = 0;
+    }
     int backoff_ms = 250;
     size_t attempt = 0;
     while (true) {
@@ -307,6 +284,7 @@ struct FuseLunServer::Impl {
           options.login.portal = params.portal;
           portal_index = (portal_index + attempt - 1) % std::max<size_t>(options.portals.size(), 1);
           ctx = (*conn)->ReleaseContext();
+          last_reconnect = std::chrono::steady_clock::now();
           ++status.reconnects;
           Publish(ServerState::kUp, "reconnected");
           ResubmitParked();
@@ -502,50 +480,23 @@ struct FuseLunServer::Impl {
     fuse_reply_buf(req, buf.data(), used);
   }
 
-  // The loop device turns BLKZEROOUT (mkfs zeroing its journal) and discards into fallocate on
-  // the backing file. Both become WRITE SAME of zeros (see Submit).
+  // Allocation requests are no-ops (every block of a LUN exists). Zeroing and punching holes are
+  // refused, so the kernel writes zeros itself: tgtd drops the connection on some WRITE SAME
+  // commands (seen after a reconnect), so we do not offload them. See the closing note of issue 2.
   static void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                           fuse_file_info* /*fi*/) {
     Impl* self = Self(req);
-    const uint64_t bs = self->BlockSize();
-    const uint64_t cap = self->CapacityBytes();
     if (ino != kLunIno || offset < 0 || length <= 0) {
       fuse_reply_err(req, EINVAL);
       return;
     }
-    const auto start = static_cast<uint64_t>(offset);
-    const auto len = static_cast<uint64_t>(length);
-    if ((mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) != 0) {
+    if ((mode & ~FALLOC_FL_KEEP_SIZE) != 0) {
       fuse_reply_err(req, EOPNOTSUPP);
       return;
     }
-    if (start + len > cap) {
-      fuse_reply_err(req, (mode & FALLOC_FL_KEEP_SIZE) != 0 ? EINVAL : EFBIG);
-      return;
-    }
-    if ((mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) == 0) {
-      fuse_reply_err(req, 0);  // Plain allocation: every block of a LUN already exists.
-      return;
-    }
-    if (self->write_same_unsupported || start % bs != 0 || len % bs != 0) {
-      fuse_reply_err(req, EOPNOTSUPP);
-      return;
-    }
-    auto job = std::make_shared<ZeroJob>();
-    job->req = req;
-    const uint64_t chunk_blocks = kZeroChunkBytes / bs;
-    const uint64_t total = len / bs;
-    job->pending = static_cast<int>((total + chunk_blocks - 1) / chunk_blocks);
-    for (uint64_t done = 0; done < total; done += chunk_blocks) {
-      auto r = std::make_unique<IoRequest>();
-      r->req = req;
-      r->server = self;
-      r->zero = true;
-      r->job = job;
-      r->lba = start / bs + done;
-      r->blocks = std::min(chunk_blocks, total - done);
-      self->Submit(std::move(r));
-    }
+    const bool fits =
+        static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) <= self->CapacityBytes();
+    fuse_reply_err(req, fits ? 0 : EFBIG);
   }
 
   static fuse_lowlevel_ops Ops() {
@@ -579,6 +530,13 @@ struct FuseLunServer::Impl {
   }
 
   void OnTick() {
+    if (!retry_on_tick.empty()) {
+      std::deque<std::unique_ptr<IoRequest>> todo;
+      todo.swap(retry_on_tick);
+      for (auto& r : todo) {
+        Submit(std::move(r));  // Parks itself if there is no connection right now.
+      }
+    }
     if (ctx == nullptr || failed_closed) {
       return;
     }
@@ -702,10 +660,12 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
     }
   }
   // Stopping: answer whatever is parked so the kernel is not left waiting.
-  for (auto& r : s.parked) {
-    s.Fail(*r, EIO);
+  for (auto* queue : {&s.parked, &s.retry_on_tick}) {
+    for (auto& r : *queue) {
+      s.Fail(*r, EIO);
+    }
+    queue->clear();
   }
-  s.parked.clear();
   return absl::OkStatus();
 }
 

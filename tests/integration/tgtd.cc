@@ -125,8 +125,20 @@ void Tgtd::Kill() {
 absl::Status Tgtd::Restart() {
   Kill();
   SH_RETURN_IF_ERROR(Start(port_));
+  // Like a real target's saved configuration: everything is in place before any initiator is
+  // allowed in, so the initiator bindings are replayed last.
+  auto is_bind = [](const std::vector<std::string>& args) {
+    return args.size() > 3 && args[1] == "bind" && args[3] == "target";
+  };
   for (const auto& [tid, args] : applied_) {
-    SH_RETURN_IF_ERROR(Adm(args));
+    if (!is_bind(args)) {
+      SH_RETURN_IF_ERROR(Adm(args));
+    }
+  }
+  for (const auto& [tid, args] : applied_) {
+    if (is_bind(args)) {
+      SH_RETURN_IF_ERROR(Adm(args));
+    }
   }
   return absl::OkStatus();
 }
