@@ -33,6 +33,13 @@ constexpr int kNopEveryTicks = 5;
 constexpr int kMaxNopsInFlight = 3;
 constexpr int kMaxRetriesPerRequest = 1000;
 
+// libiscsi's command timeout drops a timed-out PDU from its queues even when it is partly
+// written to the socket, which corrupts the stream. Once serving, liveness comes from NOP-Outs
+// (see OnTick) instead.
+void DisableCommandTimeouts(iscsi_context* ctx) {
+  (void)iscsi_set_timeout(ctx, 0);
+}
+
 }  // namespace
 
 // One FUSE read or write on its way through iSCSI. Owned by the libiscsi task's private data
@@ -284,6 +291,7 @@ struct FuseLunServer::Impl {
           options.login.portal = params.portal;
           portal_index = (portal_index + attempt - 1) % std::max<size_t>(options.portals.size(), 1);
           ctx = (*conn)->ReleaseContext();
+          DisableCommandTimeouts(ctx);
           last_reconnect = std::chrono::steady_clock::now();
           ++status.reconnects;
           Publish(ServerState::kUp, "reconnected");
@@ -593,6 +601,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
     return ErrnoStatus(errno, "set /dev/fuse non-blocking");
   }
   impl->ctx = connection->ReleaseContext();
+  DisableCommandTimeouts(impl->ctx);
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
 }
 
