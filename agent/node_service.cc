@@ -182,8 +182,7 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
 
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
-    return absl::AbortedError(
-        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+    return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (existing.has_value()) {
@@ -322,8 +321,7 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
   SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
-    return absl::AbortedError(
-        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+    return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (!existing.has_value()) {
@@ -381,8 +379,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
-    return absl::AbortedError(
-        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+    return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
@@ -462,8 +459,7 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
   SH_RETURN_IF_ERROR(ValidatePathField(req.target_path(), "target_path"));
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
-    return absl::AbortedError(
-        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+    return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   auto mounted = deps_.mounter.Find(req.target_path());
@@ -571,8 +567,7 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
   SH_RETURN_IF_ERROR(ValidatePathField(req.volume_path(), "volume_path"));
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
-    return absl::AbortedError(
-        absl::StrCat("an operation on volume '", req.volume_id(), "' is already in progress"));
+    return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {

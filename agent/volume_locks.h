@@ -8,6 +8,8 @@
 #include <string>
 
 #include <absl/base/thread_annotations.h>
+#include <absl/status/status.h>
+#include <absl/strings/str_cat.h>
 
 namespace stagehand::agent {
 
@@ -38,6 +40,12 @@ class VolumeLocks {
     std::string id_;
     bool held_ = false;
   };
+
+  // The status for a call that found its volume's lock taken.
+  static absl::Status BusyError(const std::string& volume_id) {
+    return absl::AbortedError(
+        absl::StrCat("an operation on volume '", volume_id, "' is already in progress"));
+  }
 
  private:
   std::mutex mu_;
