@@ -26,6 +26,10 @@
 #include "iscsi/userspace_transport.h"
 #include "mounter/blkid_block_probe.h"
 #include "mounter/libmount_mounter.h"
+#include "registration/plugin_watcher.h"
+#include "registration/registrar.h"
+#include "registration/registry.h"
+#include "registration/registry_files.h"
 
 namespace stagehand::agent {
 namespace {
@@ -67,10 +71,23 @@ int RunDaemon(DaemonOptions options) {
     gethostname(host.data(), host.size() - 1);
     options.node_id = host.data();
   }
+  const bool kubernetes = options.mode == Mode::kKubernetes;
+  const std::string plugins_root = kubernetes ? "/var/lib/kubelet" : options.state_dir;
   if (options.csi_endpoint.empty()) {
     options.csi_endpoint = absl::StrCat(
         "unix://",
-        JoinPath(options.state_dir, absl::StrCat("plugins/", options.driver_name, "/csi.sock")));
+        JoinPath(plugins_root, absl::StrCat("plugins/", options.driver_name, "/csi.sock")));
+  }
+  if (options.registration_dir.empty()) {
+    options.registration_dir = JoinPath(plugins_root, "plugins_registry");
+  }
+  if (!IsCleanAbsolutePath(options.registration_dir)) {
+    spdlog::error("--registration-dir '{}' must be an absolute, normalised path",
+                  options.registration_dir);
+    return 2;
+  }
+  if (kubernetes) {
+    options.watch_plugins = false;  // The kubelet is the watcher.
   }
   const std::string socket_path = UnixSocketPath(options.csi_endpoint);
   if (socket_path.empty() || !IsCleanAbsolutePath(socket_path)) {
@@ -142,11 +159,55 @@ int RunDaemon(DaemonOptions options) {
   spdlog::info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
                options.driver_name, options.node_id, options.csi_endpoint, *initiator, kVersion);
 
+  // The plugin registry and the watcher (standalone), which finds our own driver through the
+  // registrar's socket like any other plugin. Declared before the registrar so that the watcher
+  // stops first on shutdown.
+  registration::Registry registry;
+  registration::RegistryFiles registry_files(options.state_dir, options.node_id, registry);
+  std::unique_ptr<registration::PluginWatcher> watcher;
+  if (options.watch_plugins) {
+    registry.SetListener([&registry_files] {
+      if (auto s = registry_files.Write(); !s.ok()) {
+        spdlog::warn("cannot write the plugin registry files: {}", s);
+      }
+    });
+    (void)registry_files.Write();
+  }
+
+  registration::RegistrarOptions registrar_options;
+  registrar_options.registration_dir = options.registration_dir;
+  registrar_options.driver_name = options.driver_name;
+  registrar_options.endpoint =
+      options.kubelet_registration_path.empty() ? socket_path : options.kubelet_registration_path;
+  auto registrar = registration::Registrar::Start(registrar_options);
+  if (!registrar.ok()) {
+    spdlog::error("startup failed: registrar: {}", registrar.status());
+    server->Shutdown();
+    return 1;
+  }
+  spdlog::info("registration socket '{}' advertises endpoint '{}'", (*registrar)->socket_path(),
+               registrar_options.endpoint);
+
+  if (options.watch_plugins) {
+    registration::WatcherOptions watcher_options;
+    watcher_options.registry_dir = options.registration_dir;
+    watcher_options.probe_period = options.plugin_probe_period;
+    auto started = registration::PluginWatcher::Start(watcher_options, registry);
+    if (!started.ok()) {
+      spdlog::error("startup failed: plugin watcher: {}", started.status());
+      server->Shutdown();
+      return 1;
+    }
+    watcher = std::move(*started);
+  }
+
   int sig = 0;
   while (sigwait(&signals, &sig) != 0) {
   }
   spdlog::info("received signal {}, shutting down (volumes stay staged and published)",
                strsignal(sig));
+  watcher.reset();
+  registrar->reset();  // Removes the registration socket.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   server->Wait();
   (void)RemoveFileIfExists(socket_path);

@@ -3,13 +3,29 @@
 // The `stagehand` daemon: serves the built-in driver's CSI Identity and Node services on a unix
 // socket until SIGTERM/SIGINT.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
 namespace stagehand::agent {
 
+enum class Mode {
+  kStandalone,  // stagehand is the whole stack: registry watcher and (later) reconciler.
+  kKubernetes,  // The kubelet reconciles: kubelet paths, registrar only.
+};
+
 struct DaemonOptions {
-  std::string csi_endpoint;  // "unix:///path/csi.sock"; default under the state dir.
+  Mode mode = Mode::kStandalone;
+  // "unix:///path/csi.sock"; default <state-dir>/plugins/<driver>/csi.sock, or
+  // /var/lib/kubelet/plugins/<driver>/csi.sock in Kubernetes mode.
+  std::string csi_endpoint;
+  // Where the registration socket goes (and, standalone, what the watcher watches). Default
+  // <state-dir>/plugins_registry, or /var/lib/kubelet/plugins_registry in Kubernetes mode.
+  std::string registration_dir;
+  // The CSI socket path as the registering side sees it, when that differs from ours.
+  std::string kubelet_registration_path;
+  bool watch_plugins = true;  // Standalone only.
+  std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name.
   std::string state_dir = "/var/lib/stagehand";

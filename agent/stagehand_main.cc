@@ -1,5 +1,7 @@
 // stagehand: the node storage agent. `stagehand --help` lists the flags.
 
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -18,8 +20,31 @@ int main(int argc, char** argv) {
   stagehand::agent::DaemonOptions o;
   CLI::App app{"stagehand: node storage agent with a built-in iSCSI CSI node plugin"};
   app.set_version_flag("--version", std::string(stagehand::agent::kVersion));
+  std::string mode = "standalone";
+  app.add_option("--mode", mode,
+                 "standalone: stagehand is the whole stack (plugin watcher, registry); "
+                 "kubernetes: kubelet paths, the kubelet finds the driver through its "
+                 "registration socket")
+      ->check(CLI::IsMember({"standalone", "kubernetes"}))
+      ->capture_default_str();
   app.add_option("--csi-endpoint", o.csi_endpoint,
-                 "CSI endpoint to serve (default unix://<state-dir>/plugins/<driver>/csi.sock)");
+                 "CSI endpoint to serve (default unix://<state-dir>/plugins/<driver>/csi.sock; "
+                 "kubernetes: unix:///var/lib/kubelet/plugins/<driver>/csi.sock)");
+  app.add_option("--registration-dir", o.registration_dir,
+                 "Plugin registration directory: our <driver>-reg.sock goes here and, standalone, "
+                 "every plugin found here is registered (default <state-dir>/plugins_registry; "
+                 "kubernetes: /var/lib/kubelet/plugins_registry)");
+  app.add_option("--kubelet-registration-path", o.kubelet_registration_path,
+                 "CSI socket path to advertise in the registration socket when the registering "
+                 "side sees it under another path (default: the --csi-endpoint path)");
+  app.add_flag("--watch-plugins,!--no-watch-plugins", o.watch_plugins,
+               "Standalone: watch the registration directory and register the plugins found "
+               "there (default on)");
+  double probe_seconds = 30;
+  app.add_option("--plugin-probe-period", probe_seconds,
+                 "Seconds between health probes of registered plugins")
+      ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str();
   app.add_option("--driver-name", o.driver_name, "CSI driver name")->capture_default_str();
   app.add_option("--node-id", o.node_id, "Node ID reported by NodeGetInfo (default: host name)");
   app.add_option("--state-dir", o.state_dir, "Persistent state directory")->capture_default_str();
@@ -35,6 +60,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.mode = mode == "kubernetes" ? stagehand::agent::Mode::kKubernetes
+                                : stagehand::agent::Mode::kStandalone;
+  o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000.0));
   // Logs go to stderr (journald picks them up under systemd); stdout stays free for tools.
   spdlog::set_default_logger(spdlog::stderr_color_mt("stagehand"));
   spdlog::set_level(spdlog::level::from_str(o.log_level));

@@ -192,6 +192,10 @@ int StagehandDaemon::Stop() {
   if (pid_ <= 0) {
     return -1;
   }
+  // Drop our idle connection first: the daemon's gRPC shutdown waits for connected clients.
+  node_.reset();
+  identity_.reset();
+  channel_.reset();
   kill(pid_, SIGTERM);
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {

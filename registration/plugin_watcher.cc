@@ -1,0 +1,413 @@
+#include "registration/plugin_watcher.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+
+#include <absl/strings/str_cat.h>
+#include <absl/time/clock.h>
+#include <absl/time/time.h>
+#include <spdlog/spdlog.h>
+
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "registration/plugin_info_validation.h"
+
+namespace stagehand::registration {
+namespace {
+
+constexpr uint32_t kWatchMask = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+                                IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+
+std::string Rfc3339(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+// The socket's inode, or 0 when `path` is not a socket (or gone).
+ino_t SocketInode(const std::string& path) {
+  struct stat st {};
+
+  if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    return 0;
+  }
+  return st.st_ino;
+}
+
+bool Ignored(std::string_view name) {
+  return name.empty() || name.starts_with('.');
+}
+
+// One registration socket, from first sight until it is removed or the watcher stops.
+class SocketWorker {
+ public:
+  SocketWorker(std::string path, const WatcherOptions& options, Registry& registry,
+               const Clock& clock)
+      : path_(std::move(path)),
+        options_(options),
+        registry_(registry),
+        schedule_(clock, options.backoff) {}
+
+  void Run(const std::stop_token& token) {
+    while (!token.stop_requested()) {
+      std::shared_ptr<grpc::Channel> endpoint;
+      std::string name;
+      const absl::Status registered = RegisterOnce(token, name, endpoint);
+      if (token.stop_requested()) {
+        return;
+      }
+      if (registered.ok()) {
+        schedule_.Succeeded();
+        last_error_.clear();
+        MonitorHealth(token, endpoint, name);
+        continue;
+      }
+      const auto delay = schedule_.Failed();
+      RegistrationAttempt attempt;
+      attempt.set_socket_path(path_);
+      attempt.set_plugin_name(name);
+      attempt.set_failures(schedule_.failures());
+      attempt.set_last_error(std::string(registered.message()));
+      attempt.set_next_retry(Rfc3339(absl::Now() + absl::FromChrono(delay)));
+      registry_.RecordFailure(std::move(attempt), token);
+      // One line per change of reason, not one per retry.
+      if (registered.message() != last_error_) {
+        spdlog::warn(
+            "plugin registration failed socket='{}' driver='{}': {}; retrying with backoff", path_,
+            name, registered);
+        last_error_ = std::string(registered.message());
+      } else {
+        spdlog::debug("plugin registration failed again socket='{}' failures={} retry_in={}ms",
+                      path_, schedule_.failures(), delay.count());
+      }
+      Wait(token, delay);
+    }
+  }
+
+ private:
+  // Waits `delay` or until stopped; false when stopped.
+  bool Wait(const std::stop_token& token, std::chrono::milliseconds delay) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, token, delay, [] { return false; });
+    return !token.stop_requested();
+  }
+
+  absl::Status RegisterOnce(const std::stop_token& token, std::string& name,
+                            std::shared_ptr<grpc::Channel>& endpoint_channel) {
+    const CallTimeouts& t = options_.timeouts;
+    SH_RETURN_IF_ERROR(CheckListening(path_));
+    SH_ASSIGN_OR_RETURN(auto registration, DialUnix(path_, t.dial));
+    SH_ASSIGN_OR_RETURN(auto info, GetInfo(registration, t.get_info, token));
+    name = info.name();
+    RegisteredPlugin plugin;
+    const absl::Status result = Handshake(token, info, endpoint_channel, plugin);
+    if (token.stop_requested()) {
+      return absl::CancelledError("registration socket removed");
+    }
+    // Tell the plugin, as the kubelet does; a plugin that cannot hear it is still usable.
+    const std::string error = result.ok() ? "" : std::string(result.message());
+    if (auto told = NotifyRegistrationStatus(registration, result.ok(), error, t.notify, token);
+        !told.ok()) {
+      spdlog::warn("plugin socket='{}' did not take its registration status: {}", path_, told);
+    }
+    if (result.ok()) {
+      spdlog::info(
+          "plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'", name,
+          plugin.endpoint(), plugin.version(), plugin.node_id(), path_);
+    }
+    return result;
+  }
+
+  // Fills `plugin` and adds it to the registry.
+  absl::Status Handshake(const std::stop_token& token, const pluginregistration::PluginInfo& info,
+                         std::shared_ptr<grpc::Channel>& endpoint_channel,
+                         RegisteredPlugin& plugin) {
+    const CallTimeouts& t = options_.timeouts;
+    SH_RETURN_IF_ERROR(ValidatePluginInfo(info));
+    SH_ASSIGN_OR_RETURN(std::string endpoint, EndpointSocketPath(info.endpoint()));
+    plugin.set_name(info.name());
+    plugin.set_socket_path(path_);
+    plugin.set_endpoint(endpoint);
+    const std::vector<std::string> versions(info.supported_versions().begin(),
+                                            info.supported_versions().end());
+    SH_ASSIGN_OR_RETURN(std::string version, HighestSupportedVersion(versions));
+    plugin.set_version(version);
+    for (const auto& v : versions) {
+      plugin.add_supported_versions(v);
+    }
+    // A healthy holder of the same name wins; say so before dialling anything.
+    if (auto holder = registry_.Find(info.name());
+        holder && holder->socket_path() != path_ && holder->healthy()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "driver '", info.name(), "' is already registered through '", holder->socket_path(),
+          "' and healthy; remove one of the two registration sockets"));
+    }
+    if (auto s = CheckListening(endpoint); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("endpoint: ", s.message()));
+    }
+    SH_ASSIGN_OR_RETURN(endpoint_channel, DialUnix(endpoint, t.dial));
+    SH_RETURN_IF_ERROR(QueryDriver(endpoint_channel, t, token, plugin));
+    plugin.set_healthy(true);
+    plugin.set_registered_at(Rfc3339(absl::Now()));
+    return registry_.Add(plugin, token);
+  }
+
+  void MonitorHealth(const std::stop_token& token, const std::shared_ptr<grpc::Channel>& endpoint,
+                     const std::string& name) {
+    while (Wait(token, options_.probe_period)) {
+      const absl::Status probe = ProbePlugin(endpoint, options_.timeouts.call, token);
+      if (token.stop_requested()) {
+        return;
+      }
+      auto changed =
+          registry_.SetHealth(path_, probe.ok(), probe.ok() ? "" : std::string(probe.message()));
+      if (!changed.ok()) {
+        spdlog::info(
+            "plugin driver='{}' socket='{}' no longer holds its registration; "
+            "registering again",
+            name, path_);
+        return;
+      }
+      if (*changed && probe.ok()) {
+        spdlog::info("plugin healthy again driver='{}'", name);
+      } else if (*changed) {
+        spdlog::warn("plugin unhealthy driver='{}': {}", name, probe);
+      }
+    }
+  }
+
+  std::string path_;
+  const WatcherOptions& options_;
+  Registry& registry_;
+  RetrySchedule schedule_;
+  std::string last_error_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PluginWatcher>> PluginWatcher::Start(WatcherOptions options,
+                                                                    Registry& registry,
+                                                                    const Clock& clock) {
+  if (!IsCleanAbsolutePath(options.registry_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat("registration directory '", options.registry_dir,
+                                                   "' must be an absolute path"));
+  }
+  std::unique_ptr<PluginWatcher> watcher(new PluginWatcher(std::move(options), registry, clock));
+  watcher->inotify_ = UniqueFd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!watcher->inotify_) {
+    return ErrnoStatus(errno, "inotify_init1");
+  }
+  watcher->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!watcher->wake_) {
+    return ErrnoStatus(errno, "eventfd");
+  }
+  SH_RETURN_IF_ERROR(watcher->Watch());
+  PluginWatcher* self = watcher.get();
+  watcher->loop_ = std::jthread([self](const std::stop_token& token) { self->Loop(token); });
+  return watcher;
+}
+
+PluginWatcher::PluginWatcher(WatcherOptions options, Registry& registry, const Clock& clock)
+    : options_(std::move(options)), registry_(registry), clock_(clock) {}
+
+PluginWatcher::~PluginWatcher() {
+  if (loop_.joinable()) {
+    loop_.request_stop();
+    Wake();
+    loop_.join();
+  }
+  for (auto& [path, worker] : workers_) {
+    worker.thread.request_stop();
+  }
+  for (auto& worker : retiring_) {
+    worker.thread.request_stop();
+  }
+  workers_.clear();  // Joins.
+  retiring_.clear();
+}
+
+absl::Status PluginWatcher::Watch() {
+  SH_RETURN_IF_ERROR(MakeDirs(options_.registry_dir, 0700));
+  watch_ = inotify_add_watch(inotify_.Get(), options_.registry_dir.c_str(), kWatchMask);
+  if (watch_ < 0) {
+    return ErrnoStatus(errno, absl::StrCat("watch '", options_.registry_dir, "'"));
+  }
+  watching_ = true;
+  Rescan();  // After the watch is in place, so that nothing created in between is missed.
+  spdlog::info("watching for plugins dir='{}'", options_.registry_dir);
+  return absl::OkStatus();
+}
+
+void PluginWatcher::Loop(const std::stop_token& token) {
+  while (!token.stop_requested()) {
+    std::array<pollfd, 2> fds{{{inotify_.Get(), POLLIN, 0}, {wake_.Get(), POLLIN, 0}}};
+    // Only a lost directory needs a timer: it is re-created once a second until that works.
+    const int timeout_ms = watching_ ? -1 : 1000;
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+      spdlog::error("plugin watcher: poll failed: {}", std::strerror(errno));
+      return;
+    }
+    if ((fds[1].revents & POLLIN) != 0) {
+      uint64_t count = 0;
+      (void)read(wake_.Get(), &count, sizeof(count));
+    }
+    if (token.stop_requested()) {
+      return;
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      HandleInotify();
+    }
+    if (!watching_) {
+      if (auto s = Watch(); !s.ok()) {
+        spdlog::debug("registration directory still unavailable: {}", s);
+      }
+    }
+    Reap();
+  }
+}
+
+void PluginWatcher::HandleInotify() {
+  alignas(inotify_event) std::array<char, 16384> buffer{};
+  while (true) {
+    const ssize_t n = read(inotify_.Get(), buffer.data(), buffer.size());
+    if (n <= 0) {
+      return;
+    }
+    for (ssize_t offset = 0; offset < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
+      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if ((event->mask & IN_Q_OVERFLOW) != 0) {
+        spdlog::warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
+                     options_.registry_dir);
+        Rescan();
+        continue;
+      }
+      if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+        if (watching_) {
+          spdlog::error(
+              "registration directory '{}' was removed; deregistering its plugins and "
+              "re-creating it",
+              options_.registry_dir);
+          if ((event->mask & IN_IGNORED) == 0) {
+            (void)inotify_rm_watch(inotify_.Get(), watch_);
+          }
+          watching_ = false;
+          StopAll();
+        }
+        continue;
+      }
+      if (event->len == 0) {
+        continue;
+      }
+      const std::string name(event->name);
+      if (Ignored(name)) {
+        continue;
+      }
+      const std::string path = JoinPath(options_.registry_dir, name);
+      if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+        StopWorker(path);
+      } else if ((event->mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
+        const ino_t inode = SocketInode(path);
+        auto it = workers_.find(path);
+        if (it != workers_.end() && it->second.inode == inode) {
+          continue;  // Seen by the scan already.
+        }
+        StopWorker(path);
+        if (inode != 0) {
+          StartWorker(path, inode);
+        }
+      }
+    }
+  }
+}
+
+void PluginWatcher::Rescan() {
+  std::map<std::string, ino_t> present;
+  if (DIR* dir = opendir(options_.registry_dir.c_str())) {
+    while (const dirent* entry = readdir(dir)) {
+      if (Ignored(entry->d_name)) {
+        continue;
+      }
+      const std::string path = JoinPath(options_.registry_dir, entry->d_name);
+      if (const ino_t inode = SocketInode(path); inode != 0) {
+        present[path] = inode;
+      }
+    }
+    closedir(dir);
+  }
+  std::vector<std::string> gone;
+  for (const auto& [path, worker] : workers_) {
+    auto it = present.find(path);
+    if (it == present.end() || it->second != worker.inode) {
+      gone.push_back(path);
+    }
+  }
+  for (const auto& path : gone) {
+    StopWorker(path);
+  }
+  for (const auto& [path, inode] : present) {
+    if (!workers_.contains(path)) {
+      StartWorker(path, inode);
+    }
+  }
+}
+
+void PluginWatcher::StartWorker(const std::string& path, ino_t inode) {
+  spdlog::debug("registration socket found '{}'", path);
+  Worker worker;
+  worker.inode = inode;
+  worker.done = std::make_shared<std::atomic<bool>>(false);
+  auto done = worker.done;
+  worker.thread = std::jthread([this, path, done](const std::stop_token& token) {
+    SocketWorker(path, options_, registry_, clock_).Run(token);
+    done->store(true);
+    Wake();
+  });
+  workers_[path] = std::move(worker);
+}
+
+void PluginWatcher::StopWorker(const std::string& path) {
+  auto it = workers_.find(path);
+  if (it == workers_.end()) {
+    return;
+  }
+  // Stop first, then remove: a handshake that is about to add its plugin either sees the stop
+  // under the registry's lock or is removed right here.
+  it->second.thread.request_stop();
+  if (auto removed = registry_.RemoveBySocket(path)) {
+    spdlog::info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
+                 path);
+  }
+  retiring_.push_back(std::move(it->second));
+  workers_.erase(it);
+}
+
+void PluginWatcher::StopAll() {
+  std::vector<std::string> paths;
+  for (const auto& [path, worker] : workers_) {
+    paths.push_back(path);
+  }
+  for (const auto& path : paths) {
+    StopWorker(path);
+  }
+}
+
+void PluginWatcher::Reap() {
+  std::erase_if(retiring_, [](const Worker& w) { return w.done->load(); });
+}
+
+void PluginWatcher::Wake() const {
+  const uint64_t one = 1;
+  (void)write(wake_.Get(), &one, sizeof(one));
+}
+
+}  // namespace stagehand::registration

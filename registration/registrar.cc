@@ -1,0 +1,182 @@
+#include "registration/registrar.h"
+
+#include <sys/stat.h>
+
+#include <absl/strings/str_cat.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "proto/pluginregistration.grpc.pb.h"
+#include "registration/plugin_client.h"
+#include "registration/plugin_info_validation.h"
+
+namespace stagehand::registration {
+
+class Registrar::Service final : public pluginregistration::Registration::Service {
+ public:
+  explicit Service(Registrar& owner) : owner_(owner) {}
+
+  grpc::Status GetInfo(grpc::ServerContext*, const pluginregistration::InfoRequest*,
+                       pluginregistration::PluginInfo* info) override {
+    info->set_type(std::string(kCsiPluginType));
+    info->set_name(owner_.options_.driver_name);
+    info->set_endpoint(owner_.options_.endpoint);
+    for (const auto& version : owner_.options_.versions) {
+      info->add_supported_versions(version);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status NotifyRegistrationStatus(grpc::ServerContext*,
+                                        const pluginregistration::RegistrationStatus* status,
+                                        pluginregistration::RegistrationStatusResponse*) override {
+    owner_.OnStatus(status->plugin_registered(), status->error());
+    return grpc::Status::OK;
+  }
+
+ private:
+  Registrar& owner_;
+};
+
+absl::StatusOr<std::unique_ptr<Registrar>> Registrar::Start(RegistrarOptions options,
+                                                            RegistrarListener listener,
+                                                            const Clock& clock) {
+  if (options.driver_name.empty()) {
+    return absl::InvalidArgumentError("the registrar needs a driver name");
+  }
+  SH_RETURN_IF_ERROR(EndpointSocketPath(options.endpoint).status());
+  std::unique_ptr<Registrar> registrar(
+      new Registrar(std::move(options), std::move(listener), clock));
+  if (registrar->socket_path_.size() > 107) {
+    return absl::InvalidArgumentError(absl::StrCat("registration socket '", registrar->socket_path_,
+                                                   "' is longer than a unix socket allows"));
+  }
+  SH_RETURN_IF_ERROR(MakeDirs(registrar->options_.registration_dir, 0700));
+  // A socket file that accepts connections belongs to a live registrar: do not steal it.
+  if (CheckListening(registrar->socket_path_).ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("another process serves the registration socket '", registrar->socket_path_,
+                     "'; is a second stagehand running with driver name '",
+                     registrar->options_.driver_name, "'?"));
+  }
+  SH_RETURN_IF_ERROR(registrar->Serve());
+  Registrar* self = registrar.get();
+  registrar->recreator_ =
+      std::jthread([self](const std::stop_token& token) { self->Recreate(token); });
+  return registrar;
+}
+
+Registrar::Registrar(RegistrarOptions options, RegistrarListener listener, const Clock& clock)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      socket_path_(
+          JoinPath(options_.registration_dir, absl::StrCat(options_.driver_name, "-reg.sock"))),
+      service_(std::make_unique<Service>(*this)),
+      schedule_(clock, options_.backoff) {
+  status_.socket_path = socket_path_;
+}
+
+Registrar::~Registrar() {
+  if (recreator_.joinable()) {
+    recreator_.request_stop();
+    recreator_.join();
+  }
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
+  (void)RemoveFileIfExists(socket_path_);
+}
+
+RegistrarStatus Registrar::status() const {
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
+absl::Status Registrar::Serve() {
+  (void)RemoveFileIfExists(socket_path_);  // Stale: nobody listens on it (checked by Start).
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", socket_path_), grpc::InsecureServerCredentials());
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on registration socket '", socket_path_, "'"));
+  }
+  chmod(socket_path_.c_str(), 0600);
+  return absl::OkStatus();
+}
+
+void Registrar::OnStatus(bool registered, const std::string& error) {
+  RecordStatus(registered, error);
+  if (listener_) {
+    listener_(status());
+  }
+}
+
+void Registrar::RecordStatus(bool registered, const std::string& error) {
+  std::lock_guard lock(mu_);
+  status_.notified = true;
+  status_.registered = registered;
+  if (registered) {
+    if (status_.rejections > 0 || !status_.last_error.empty()) {
+      spdlog::info("driver '{}' registered after {} rejection(s)", options_.driver_name,
+                   status_.rejections);
+    } else {
+      spdlog::info("driver '{}' registered with the plugin registry", options_.driver_name);
+    }
+    status_.last_error.clear();
+    status_.rejections = 0;
+    schedule_.Succeeded();
+    return;
+  }
+  ++status_.rejections;
+  const bool new_reason = status_.last_error != error;
+  status_.last_error = error;
+  const auto delay = schedule_.Failed();
+  if (new_reason) {
+    spdlog::error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
+                  options_.driver_name, error, socket_path_, delay.count());
+  }
+  recreate_pending_ = true;
+  cv_.notify_all();
+}
+
+void Registrar::Recreate(const std::stop_token& token) {
+  std::unique_lock lock(mu_);
+  while (!token.stop_requested()) {
+    cv_.wait(lock, token, [this] { return recreate_pending_; });
+    if (token.stop_requested()) {
+      return;
+    }
+    // Wait out the backoff; a success meanwhile cancels the re-creation.
+    const auto when = schedule_.next_attempt();
+    cv_.wait_for(lock, token, when - std::chrono::steady_clock::now(),
+                 [this] { return !recreate_pending_; });
+    if (token.stop_requested()) {
+      return;
+    }
+    if (!recreate_pending_ || status_.registered) {
+      recreate_pending_ = false;
+      continue;
+    }
+    recreate_pending_ = false;
+    status_.notified = false;
+    lock.unlock();
+    // Shut down outside the lock: in-flight handlers take it.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+    server_.reset();
+    const absl::Status served = Serve();
+    lock.lock();
+    if (!served.ok()) {
+      spdlog::error("driver '{}': {}; trying again", options_.driver_name, served);
+      (void)schedule_.Failed();
+      recreate_pending_ = true;
+    }
+  }
+}
+
+}  // namespace stagehand::registration
