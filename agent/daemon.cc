@@ -179,7 +179,22 @@ int RunDaemon(DaemonOptions options) {
   registrar_options.driver_name = options.driver_name;
   registrar_options.endpoint =
       options.kubelet_registration_path.empty() ? socket_path : options.kubelet_registration_path;
-  auto registrar = registration::Registrar::Start(registrar_options);
+  // What the registering side told us, for operators: <state-dir>/registrar.json.
+  const std::string registrar_file = JoinPath(options.state_dir, "registrar.json");
+  auto write_registrar_state = [registrar_file, endpoint = registrar_options.endpoint](
+                                   const registration::RegistrarStatus& status) {
+    state::v1::RegistrarState record;
+    record.set_socket_path(status.socket_path);
+    record.set_endpoint(endpoint);
+    record.set_notified(status.notified);
+    record.set_registered(status.registered);
+    record.set_last_error(status.last_error);
+    record.set_rejections(status.rejections);
+    if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
+      spdlog::warn("cannot write '{}': {}", registrar_file, s);
+    }
+  };
+  auto registrar = registration::Registrar::Start(registrar_options, write_registrar_state);
   if (!registrar.ok()) {
     spdlog::error("startup failed: registrar: {}", registrar.status());
     server->Shutdown();
@@ -187,6 +202,7 @@ int RunDaemon(DaemonOptions options) {
   }
   spdlog::info("registration socket '{}' advertises endpoint '{}'", (*registrar)->socket_path(),
                registrar_options.endpoint);
+  write_registrar_state((*registrar)->status());
 
   if (options.watch_plugins) {
     registration::WatcherOptions watcher_options;

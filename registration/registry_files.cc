@@ -24,6 +24,12 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
 
 }  // namespace
 
+absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message,
+                           mode_t mode) {
+  SH_ASSIGN_OR_RETURN(std::string json, ToJson(message));
+  return WriteFileAtomically(path, json, mode);
+}
+
 state::v1::CsiNode ToCsiNode(const std::string& node_name,
                              const state::v1::PluginRegistryStatus& status) {
   state::v1::CsiNode node;
@@ -53,10 +59,8 @@ absl::Status RegistryFiles::Write() {
   std::lock_guard lock(mu_);
   // The snapshot is taken under our lock, so the last writer also wrote the newest state.
   const state::v1::PluginRegistryStatus status = registry_.Snapshot();
-  SH_ASSIGN_OR_RETURN(std::string plugins, ToJson(status));
-  SH_ASSIGN_OR_RETURN(std::string csinode, ToJson(ToCsiNode(node_name_, status)));
-  SH_RETURN_IF_ERROR(WriteFileAtomically(plugins_path(), plugins, 0644));
-  return WriteFileAtomically(csinode_path(), csinode, 0644);
+  SH_RETURN_IF_ERROR(WriteJsonFile(plugins_path(), status));
+  return WriteJsonFile(csinode_path(), ToCsiNode(node_name_, status));
 }
 
 }  // namespace stagehand::registration

@@ -6,8 +6,12 @@
 //   <state_dir>/csinode.json  the node's drivers, like the kubelet's CSINode object.
 // Both are replaced atomically (mode 0644: they hold no secrets).
 
+#include <sys/types.h>
+
 #include <mutex>
 #include <string>
+
+#include <google/protobuf/message.h>
 
 #include "base/status.h"
 #include "registration/registry.h"
@@ -31,6 +35,10 @@ class RegistryFiles {
   const Registry& registry_;
   std::mutex mu_;
 };
+
+// Writes `message` as indented JSON (every field, defaults too) to `path`, atomically.
+absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message,
+                           mode_t mode = 0644);
 
 // The CSINode view of a registry snapshot.
 state::v1::CsiNode ToCsiNode(const std::string& node_name,

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 
 #include "base/file_io.h"
 #include "base/unique_fd.h"
+#include "registration/plugin_info_validation.h"
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
 #include "registration/registry.h"
@@ -499,6 +501,90 @@ TEST_F(DaemonRegistrationTest, ASecondDriverIsRegisteredAndDeregisteredAsItsSock
       },
       &status));
   EXPECT_EQ(status.plugins_size(), 1);
+}
+
+// Waits (inotify on the parent, no sleeps) until `path` exists with an inode other than
+// `not_inode`; returns its inode, or 0 on timeout.
+ino_t WaitForSocket(const std::string& path, ino_t not_inode = 0) {
+  const std::string dir = path.substr(0, path.rfind('/'));
+  UniqueFd fd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (!fd || inotify_add_watch(fd.Get(), dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) {
+    return 0;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
+  while (true) {
+    struct stat st {};
+
+    if (stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino != not_inode) {
+      return st.st_ino;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return 0;
+    }
+    pollfd p{fd.Get(), POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) > 0) {
+      std::array<char, 4096> buffer{};
+      while (read(fd.Get(), buffer.data(), buffer.size()) > 0) {
+      }
+    }
+  }
+}
+
+// The test plays the kubelet: it dials the registration socket in Kubernetes mode, checks what
+// GetInfo says, rejects the registration once (the socket must be re-created) and accepts it.
+TEST_F(DaemonRegistrationTest, KubernetesModeRegistrarAnswersTheKubeletAndRecreatesOnRejection) {
+  const std::string kubelet_path = "/var/lib/kubelet/plugins/iscsi.stagehand.dev/csi.sock";
+  const std::string registry_dir = root_ + "/kreg";
+  first_ = std::make_unique<stagehand::testing::StagehandDaemon>(
+      root_, std::vector<std::string>{"--mode=kubernetes", "--registration-dir=" + registry_dir,
+                                      "--kubelet-registration-path=" + kubelet_path});
+  ASSERT_THAT(first_->Start(), IsOk());
+  const std::string socket = registry_dir + "/iscsi.stagehand.dev-reg.sock";
+  const std::string state_file = first_->state_dir() + "/registrar.json";
+  const ino_t first_inode = WaitForSocket(socket);
+  ASSERT_NE(first_inode, 0u);
+
+  std::stop_source never;
+  auto channel = DialUnix(socket, std::chrono::seconds(10));
+  ASSERT_THAT(channel.status(), IsOk());
+  auto info = GetInfo(*channel, std::chrono::seconds(1), never.get_token());
+  ASSERT_THAT(info.status(), IsOk());
+  EXPECT_EQ(info->type(), "CSIPlugin");
+  EXPECT_EQ(info->name(), "iscsi.stagehand.dev");
+  EXPECT_EQ(info->endpoint(), kubelet_path);
+  EXPECT_THAT(info->supported_versions(), ElementsAre("1.0.0"));
+  EXPECT_THAT(ValidatePluginInfo(*info), IsOk());
+
+  ASSERT_THAT(NotifyRegistrationStatus(*channel, false, "kubelet: version mismatch",
+                                       std::chrono::seconds(5), never.get_token()),
+              IsOk());
+  state::v1::RegistrarState rejected;
+  ASSERT_TRUE(WaitForJson<state::v1::RegistrarState>(
+      state_file, [](const auto& r) { return r.rejections() == 1; }, &rejected));
+  const ino_t second_inode = WaitForSocket(socket, first_inode);
+  ASSERT_NE(second_inode, 0u) << "a rejected registrar re-creates its socket";
+  auto again = DialUnix(socket, std::chrono::seconds(10));
+  ASSERT_THAT(again.status(), IsOk());
+  ASSERT_THAT(
+      NotifyRegistrationStatus(*again, true, "", std::chrono::seconds(5), never.get_token()),
+      IsOk());
+  state::v1::RegistrarState accepted;
+  ASSERT_TRUE(WaitForJson<state::v1::RegistrarState>(
+      state_file, [](const auto& r) { return r.registered(); }, &accepted));
+
+  EXPECT_FALSE(rejected.registered());
+  EXPECT_EQ(rejected.last_error(), "kubelet: version mismatch");
+  EXPECT_EQ(rejected.endpoint(), kubelet_path);
+  EXPECT_EQ(accepted.rejections(), 0);
+  EXPECT_EQ(accepted.last_error(), "");
+  EXPECT_NE(access((first_->state_dir() + "/plugins.json").c_str(), F_OK), 0)
+      << "no plugin watcher in Kubernetes mode";
+  *channel = nullptr;  // Idle connections hold up the daemon's gRPC shutdown.
+  *again = nullptr;
+  EXPECT_EQ(first_->Stop(), 0);
+  EXPECT_NE(access(socket.c_str(), F_OK), 0) << "socket removed on shutdown";
 }
 
 }  // namespace
