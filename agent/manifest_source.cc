@@ -1,0 +1,285 @@
+#include "agent/manifest_source.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <utility>
+#include <vector>
+
+#include <absl/strings/match.h>
+#include <absl/strings/str_cat.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/manifest.h"
+#include "base/c_handle.h"
+#include "base/file_io.h"
+#include "base/paths.h"
+
+namespace stagehand::agent {
+namespace {
+
+// IN_CLOSE_WRITE, not IN_CREATE/IN_MODIFY: a file is read once its writer is done with it.
+constexpr uint32_t kDirMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+                              IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+// Only while the directory is gone: waits for it to be created or renamed back.
+constexpr uint32_t kParentMask = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR;
+
+using Dir = CHandle<DIR, &closedir>;
+
+bool IsManifestName(std::string_view name) {
+  return !name.empty() && name.front() != '.' &&
+         (absl::EndsWith(ToAbsl(name), ".yaml") || absl::EndsWith(ToAbsl(name), ".yml"));
+}
+
+std::string BaseName(const std::string& path) {
+  return path.substr(path.rfind('/') + 1);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::string dir,
+                                                                      std::string state_dir,
+                                                                      ManifestListener& listener) {
+  if (!IsCleanAbsolutePath(dir) || dir == "/") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("manifest directory '", dir, "' must be an absolute, normalised path"));
+  }
+  if (!IsCleanAbsolutePath(state_dir)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state directory '", state_dir, "' must be an absolute, normalised path"));
+  }
+  std::unique_ptr<ManifestSource> source(
+      new ManifestSource(std::move(dir), std::move(state_dir), listener));
+  source->inotify_ = UniqueFd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!source->inotify_) {
+    return ErrnoStatus(errno, "inotify_init1");
+  }
+  source->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!source->wake_) {
+    return ErrnoStatus(errno, "eventfd");
+  }
+  SH_RETURN_IF_ERROR(MakeDirs(source->dir_, 0755));
+  SH_RETURN_IF_ERROR(source->WatchDir());
+  spdlog::info("watching for volume manifests dir='{}'", source->dir_);
+  ManifestSource* self = source.get();
+  std::promise<void> scanned;
+  std::future<void> scan_done = scanned.get_future();
+  // `self` outlives the thread: the destructor joins it before any member goes away.
+  source->thread_ =
+      std::jthread([self, scanned = std::move(scanned)](const std::stop_token& token) mutable {
+        self->Rescan();  // The watch is already in place, so nothing created meanwhile is missed.
+        scanned.set_value();
+        self->Loop(token);
+      });
+  scan_done.wait();
+  return source;
+}
+
+ManifestSource::ManifestSource(std::string dir, std::string state_dir, ManifestListener& listener)
+    : dir_(std::move(dir)), state_dir_(std::move(state_dir)), listener_(listener) {}
+
+ManifestSource::~ManifestSource() {
+  if (thread_.joinable()) {
+    thread_.request_stop();
+    const uint64_t one = 1;
+    (void)write(wake_.Get(), &one, sizeof(one));
+    thread_.join();
+  }
+}
+
+absl::Status ManifestSource::WatchDir() {
+  dir_watch_ = inotify_add_watch(inotify_.Get(), dir_.c_str(), kDirMask);
+  if (dir_watch_ < 0) {
+    return ErrnoStatus(errno, absl::StrCat("watch '", dir_, "'"));
+  }
+  return absl::OkStatus();
+}
+
+void ManifestSource::Loop(const std::stop_token& token) {
+  while (!token.stop_requested()) {
+    std::array<pollfd, 2> fds{{{inotify_.Get(), POLLIN, 0}, {wake_.Get(), POLLIN, 0}}};
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      spdlog::error("manifest source: poll failed: {}; no longer following '{}'",
+                    std::strerror(errno), dir_);
+      return;
+    }
+    if (token.stop_requested()) {
+      return;
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      HandleEvents();
+    }
+  }
+}
+
+void ManifestSource::HandleEvents() {
+  alignas(inotify_event) std::array<char, 16384> buffer{};
+  while (true) {
+    const ssize_t n = read(inotify_.Get(), buffer.data(), buffer.size());
+    if (n <= 0) {
+      return;  // EAGAIN: drained.
+    }
+    for (ssize_t offset = 0; offset < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
+      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      const std::string name = event->len > 0 ? std::string(event->name) : std::string();
+      if ((event->mask & IN_Q_OVERFLOW) != 0) {
+        spdlog::warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
+        Rescan();
+      } else if (event->wd == parent_watch_) {
+        if (dir_watch_ < 0 && name == BaseName(dir_) && WatchDir().ok()) {
+          spdlog::info("manifest directory '{}' is back", dir_);
+          (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
+          Rescan();
+        }
+      } else if (event->wd != dir_watch_) {
+        continue;  // From a watch given up on already.
+      } else if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+        DirLost();
+      } else if (!IsManifestName(name)) {
+        continue;
+      } else if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+        Remove(name);
+      } else if ((event->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0) {
+        Load(name);
+      }
+    }
+  }
+}
+
+void ManifestSource::DirLost() {
+  (void)inotify_rm_watch(inotify_.Get(), std::exchange(dir_watch_, -1));
+  spdlog::error(
+      "manifest directory '{}' was moved away or removed; its volumes stay as declared until "
+      "it is back (then files that are gone count as removed)",
+      dir_);
+  const std::string parent = ParentDir(dir_);
+  parent_watch_ = inotify_add_watch(inotify_.Get(), parent.c_str(), kParentMask);
+  if (parent_watch_ < 0) {
+    spdlog::error("cannot watch '{}' for '{}' to re-appear: {}; restart stagehand once it exists",
+                  parent, dir_, std::strerror(errno));
+    return;
+  }
+  // It may have come back before the parent was watched.
+  if (WatchDir().ok()) {
+    spdlog::info("manifest directory '{}' is back", dir_);
+    (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
+    Rescan();
+  }
+}
+
+void ManifestSource::Rescan() {
+  std::vector<std::string> present;
+  Dir dir(opendir(dir_.c_str()));
+  if (!dir) {
+    spdlog::warn("cannot list manifest directory '{}': {}", dir_, std::strerror(errno));
+    return;
+  }
+  while (const dirent* entry = readdir(dir.get())) {
+    if (IsManifestName(entry->d_name)) {
+      present.emplace_back(entry->d_name);
+    }
+  }
+  dir.reset();
+  std::sort(present.begin(), present.end());
+  std::vector<std::string> gone;
+  for (const auto& [file, state] : files_) {
+    if (!std::binary_search(present.begin(), present.end(), file)) {
+      gone.push_back(file);
+    }
+  }
+  for (const std::string& file : gone) {
+    Remove(file);
+  }
+  for (const std::string& file : present) {
+    Load(file);
+  }
+}
+
+void ManifestSource::Load(const std::string& file) {
+  const std::string path = JoinPath(dir_, file);
+  absl::StatusOr<reconciler::VolumeSpec> spec = LoadManifestFile(path);
+  if (absl::IsNotFound(spec.status())) {
+    struct stat st {};
+
+    if (lstat(path.c_str(), &st) != 0) {
+      Remove(file);  // Gone before it could be read; its delete event will find nothing to do.
+      return;
+    }
+  }
+  if (!spec.ok()) {
+    Fail(file, spec.status());
+    return;
+  }
+  if (absl::Status s = CheckTargetPaths(*spec, state_dir_); !s.ok()) {
+    Fail(file, WithContext(s, path));
+    return;
+  }
+  Declare(file, *std::move(spec));
+}
+
+void ManifestSource::Declare(const std::string& file, reconciler::VolumeSpec spec) {
+  const std::string path = JoinPath(dir_, file);
+  if (auto owner = owners_.find(spec.name); owner != owners_.end() && owner->second != file) {
+    Fail(file, absl::AlreadyExistsError(absl::StrCat(
+                   path, ": volume '", spec.name, "' is already declared in '", owner->second,
+                   "'; give this volume another name or remove one of the files")));
+    return;
+  }
+  FileState& state = files_[file];
+  if (state.declared == spec && !state.error) {
+    return;  // Re-saved without a change.
+  }
+  if (state.declared && state.declared->name != spec.name) {
+    owners_.erase(state.declared->name);
+  }
+  owners_[spec.name] = file;
+  state.declared = std::move(spec);
+  state.error.reset();
+  spdlog::info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
+               state.declared->name, state.declared->driver, state.declared->volume_handle,
+               state.declared->publish.size());
+  listener_.OnVolumeDeclared(file, *state.declared);
+}
+
+void ManifestSource::Fail(const std::string& file, const absl::Status& error) {
+  FileState& state = files_[file];
+  std::string message = error.ToString();
+  if (state.error == message) {
+    return;  // Same problem as before.
+  }
+  state.error = std::move(message);
+  spdlog::warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
+               state.declared ? absl::StrCat(", keeping volume ", state.declared->name) : "");
+  listener_.OnManifestError(file, error);
+}
+
+void ManifestSource::Remove(const std::string& file) {
+  auto it = files_.find(file);
+  if (it == files_.end()) {
+    return;
+  }
+  if (it->second.declared) {
+    auto owner = owners_.find(it->second.declared->name);
+    if (owner != owners_.end() && owner->second == file) {
+      owners_.erase(owner);
+    }
+  }
+  files_.erase(it);
+  spdlog::info("manifest_removed file='{}'", JoinPath(dir_, file));
+  listener_.OnManifestRemoved(file);
+}
+
+}  // namespace stagehand::agent

@@ -1,0 +1,595 @@
+#include "reconciler/reconciler.h"
+
+#include <set>
+
+#include <absl/strings/str_cat.h>
+#include <spdlog/spdlog.h>
+
+namespace stagehand::reconciler {
+namespace {
+
+const char* StageName(StageState s) {
+  switch (s) {
+    case StageState::kNone:
+      return "none";
+    case StageState::kUncertain:
+      return "uncertain";
+    case StageState::kStaged:
+      return "staged";
+  }
+  return "unknown";
+}
+
+ActualVolume NewActual(const VolumeSpec& spec, const std::string& file, const std::string& root) {
+  ActualVolume a;
+  a.name = spec.name;
+  a.manifest_file = file;
+  a.driver = spec.driver;
+  a.volume_handle = spec.volume_handle;
+  a.capability = spec.capability;
+  a.volume_context = spec.volume_context;
+  a.staging_path = StagingPathFor(root, spec.driver, spec.volume_handle);
+  return a;
+}
+
+// NotFound from an unpublish or unstage: the driver does not know the volume, so nothing of it
+// is left on this node.
+bool Gone(const absl::Status& s) {
+  return s.ok() || absl::IsNotFound(s);
+}
+
+}  // namespace
+
+Reconciler::Reconciler(ReconcilerOptions options, DriverDirectory& drivers, ActualStore& store,
+                       MountTable& mounts, const Clock& clock)
+    : options_(std::move(options)),
+      drivers_(drivers),
+      store_(store),
+      mounts_(mounts),
+      clock_(clock),
+      next_resync_(clock.Now() + options_.resync_period) {}
+
+Reconciler::~Reconciler() {
+  loop_.request_stop();
+  for (auto& w : workers_) {
+    w.request_stop();
+  }
+  {
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+    work_cv_.notify_all();
+  }
+  if (loop_.joinable()) {
+    loop_.join();
+  }
+  workers_.clear();  // Joins; a running CSI call finishes (bounded by the call timeout).
+}
+
+absl::Status Reconciler::Start() {
+  std::vector<std::string> errors;
+  std::vector<ActualVolume> records = store_.List(errors);
+  auto mounted = mounts_.MountPoints();
+  if (!mounted.ok()) {
+    return WithContext(mounted.status(), "reading the mount table for reconstruction");
+  }
+  int adopted = 0;
+  int repair = 0;
+  {
+    std::lock_guard lock(mu_);
+    store_errors_ = errors;
+    for (auto& record : records) {
+      bool intact = true;
+      if (record.stage == StageState::kStaged && !record.capability.block &&
+          !mounted->contains(record.staging_path)) {
+        record.stage = StageState::kUncertain;
+        intact = false;
+      }
+      if (record.stage != StageState::kStaged) {
+        intact = false;
+      }
+      for (auto& t : record.targets) {
+        if (t.state == PublishState::kPublished && !mounted->contains(t.target_path)) {
+          t.state = PublishState::kUncertain;
+        }
+        intact = intact && t.state == PublishState::kPublished;
+      }
+      intact ? ++adopted : ++repair;
+      Entry& entry = EntryFor(record.name);
+      entry.actual = std::move(record);
+    }
+    Changed();
+  }
+  for (const auto& e : errors) {
+    spdlog::error("reconciler: unreadable volume record, ignoring: {}", e);
+  }
+  spdlog::info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
+               adopted + repair, adopted, repair);
+  for (int i = 0; i < std::max(1, options_.max_parallel); ++i) {
+    workers_.emplace_back([this](const std::stop_token& token) { Work(token); });
+  }
+  loop_ = std::jthread([this](const std::stop_token& token) { Loop(token); });
+  return absl::OkStatus();
+}
+
+void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
+  std::lock_guard lock(mu_);
+  if (auto other = file_of_name_.find(spec.name);
+      other != file_of_name_.end() && other->second != file) {
+    manifest_errors_[file] =
+        absl::StrCat("volume '", spec.name, "' is already declared in '", other->second, "'");
+    Changed();
+    return;
+  }
+  if (auto old = name_of_file_.find(file); old != name_of_file_.end() && old->second != spec.name) {
+    desired_.erase(old->second);
+    file_of_name_.erase(old->second);
+  }
+  name_of_file_[file] = spec.name;
+  file_of_name_[spec.name] = file;
+  manifest_errors_.erase(file);
+  EntryFor(spec.name);
+  desired_[spec.name] = std::move(spec);
+  Changed();
+}
+
+void Reconciler::ReportManifestError(const std::string& file, const std::string& error) {
+  std::lock_guard lock(mu_);
+  manifest_errors_[file] = error;
+  Changed();
+}
+
+void Reconciler::RemoveManifest(const std::string& file) {
+  std::lock_guard lock(mu_);
+  manifest_errors_.erase(file);
+  if (auto it = name_of_file_.find(file); it != name_of_file_.end()) {
+    desired_.erase(it->second);
+    file_of_name_.erase(it->second);
+    name_of_file_.erase(it);
+  }
+  Changed();
+}
+
+void Reconciler::DesiredComplete() {
+  std::lock_guard lock(mu_);
+  desired_complete_ = true;
+  Changed();
+}
+
+void Reconciler::Poke() {
+  std::lock_guard lock(mu_);
+  Changed();
+}
+
+void Reconciler::Changed() {
+  dirty_ = true;
+  ++generation_;
+  cv_.notify_all();
+  changed_cv_.notify_all();
+}
+
+Reconciler::Entry& Reconciler::EntryFor(const std::string& name) {
+  Entry& entry = entries_[name];
+  if (!entry.schedule) {
+    entry.schedule = std::make_unique<RetrySchedule>(clock_, options_.backoff);
+  }
+  return entry;
+}
+
+void Reconciler::Loop(const std::stop_token& token) {
+  std::unique_lock lock(mu_);
+  while (!token.stop_requested()) {
+    if (clock_.Now() >= next_resync_) {
+      VerifyMounts();
+      next_resync_ = clock_.Now() + options_.resync_period;
+    }
+    dirty_ = false;
+    std::optional<Clock::TimePoint> wake = PlanAll();
+    if (desired_complete_ && !ready_) {
+      ready_ = true;
+      ++generation_;
+      changed_cv_.notify_all();
+    }
+    Clock::TimePoint until = next_resync_;
+    if (wake && *wake < until) {
+      until = *wake;
+    }
+    const auto delay = std::max(until - clock_.Now(), Clock::TimePoint::duration::zero());
+    cv_.wait_for(lock, token, delay, [this] { return dirty_; });
+  }
+}
+
+std::optional<Clock::TimePoint> Reconciler::PlanAll() {
+  std::optional<Clock::TimePoint> wake;
+  std::vector<std::string> forget;
+  for (auto& [name, entry] : entries_) {
+    PlanOne(name, entry, wake);
+    if (!entry.in_flight && !entry.actual && !desired_.contains(name)) {
+      forget.push_back(name);
+    }
+  }
+  for (const auto& name : forget) {
+    entries_.erase(name);
+    ++generation_;
+  }
+  return wake;
+}
+
+void Reconciler::PlanOne(const std::string& name, Entry& entry,
+                         std::optional<Clock::TimePoint>& wake) {
+  if (entry.in_flight) {
+    return;
+  }
+  auto desired = desired_.find(name);
+  const VolumeSpec* spec = desired == desired_.end() ? nullptr : &desired->second;
+  const ActualVolume* actual = entry.actual ? &*entry.actual : nullptr;
+  bool keep = !desired_complete_;
+  if (spec == nullptr && actual != nullptr && manifest_errors_.contains(actual->manifest_file)) {
+    keep = true;
+  }
+  const Plan plan = ComputePlan(spec, actual, keep);
+  std::string blocked = plan.blocked;
+  if (plan.op.kind == OpKind::kNone) {
+    if (blocked.empty()) {
+      entry.last_error.clear();
+      entry.next_retry.reset();
+    }
+    if (entry.blocked != blocked) {
+      entry.blocked = blocked;
+      ++generation_;
+    }
+    return;
+  }
+  if (plan.op.kind == OpKind::kForget) {
+    if (auto s = store_.Remove(*entry.actual); !s.ok()) {
+      spdlog::warn("volume '{}': cannot remove its record: {}", name, s);
+      return;
+    }
+    entry.actual.reset();
+    ++generation_;
+    return;
+  }
+  if (!(plan.op == entry.current_op)) {
+    entry.current_op = plan.op;
+    entry.schedule->Succeeded();
+    entry.next_retry.reset();
+  }
+  if (!entry.schedule->Due()) {
+    const auto at = entry.schedule->next_attempt();
+    if (!wake || at < *wake) {
+      wake = at;
+    }
+    return;
+  }
+  const std::string& driver = spec != nullptr ? spec->driver : actual->driver;
+  auto client = drivers_.Find(driver);
+  if (!client.ok()) {
+    blocked = std::string(client.status().message());
+    if (entry.blocked != blocked) {
+      spdlog::info("volume '{}' waits: {}", name, blocked);
+      entry.blocked = blocked;
+      ++generation_;
+    }
+    return;  // A registry change pokes the loop.
+  }
+  entry.blocked.clear();
+  entry.in_flight = true;
+  entry.in_flight_op = plan.op;
+  Task task;
+  task.name = name;
+  task.op = plan.op;
+  task.actual = entry.actual;
+  if (spec != nullptr) {
+    task.spec = *spec;
+    task.manifest_file = file_of_name_[name];
+  }
+  task.client = std::move(*client);
+  tasks_.push_back(std::move(task));
+  ++generation_;
+  changed_cv_.notify_all();
+  work_cv_.notify_one();
+}
+
+void Reconciler::VerifyMounts() {
+  auto mounted = mounts_.MountPoints();
+  if (!mounted.ok()) {
+    spdlog::warn("reconciler: cannot read the mount table for the periodic check: {}",
+                 mounted.status());
+    return;
+  }
+  for (auto& [name, entry] : entries_) {
+    if (entry.in_flight || !entry.actual) {
+      continue;
+    }
+    ActualVolume& a = *entry.actual;
+    if (a.stage == StageState::kStaged && !a.capability.block &&
+        !mounted->contains(a.staging_path)) {
+      spdlog::warn("volume '{}': staging mount '{}' disappeared; staging again", name,
+                   a.staging_path);
+      a.stage = StageState::kUncertain;
+      ++generation_;
+    }
+    for (auto& t : a.targets) {
+      if (t.state == PublishState::kPublished && !mounted->contains(t.target_path)) {
+        spdlog::warn("volume '{}': mount at '{}' disappeared; publishing again", name,
+                     t.target_path);
+        t.state = PublishState::kUncertain;
+        ++generation_;
+      }
+    }
+  }
+}
+
+void Reconciler::Work(const std::stop_token& token) {
+  std::unique_lock lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, token, [this] { return !tasks_.empty(); });
+    if (token.stop_requested()) {
+      return;
+    }
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    Result result = Execute(task);
+    lock.lock();
+    Entry& entry = EntryFor(task.name);
+    entry.in_flight = false;
+    entry.actual = std::move(result.actual);
+    const std::string op = OpKindName(task.op.kind);
+    const std::string where = task.op.target_path.empty() ? "" : " '" + task.op.target_path + "'";
+    if (result.status.ok()) {
+      entry.schedule->Succeeded();
+      entry.last_error.clear();
+      entry.next_retry.reset();
+      spdlog::info("volume '{}': {}{} done", task.name, op, where);
+    } else {
+      const auto delay = entry.schedule->Failed();
+      entry.next_retry = std::chrono::system_clock::now() + delay;
+      const std::string error = absl::StrCat(op, where, ": ", result.status.ToString());
+      if (error != entry.last_error) {
+        spdlog::warn("volume '{}': {} failed: {}; retrying with backoff", task.name, op,
+                     result.status);
+      }
+      entry.last_error = error;
+    }
+    Changed();
+  }
+}
+
+Reconciler::Result Reconciler::Execute(Task& task) {
+  switch (task.op.kind) {
+    case OpKind::kStage:
+      return Stage(task);
+    case OpKind::kPublish:
+      return Publish(task);
+    case OpKind::kUnpublish:
+      return Unpublish(task);
+    case OpKind::kUnstage:
+      return Unstage(task);
+    default:
+      return {task.actual, absl::InternalError("nothing to execute")};
+  }
+}
+
+Reconciler::Result Reconciler::Stage(Task& task) {
+  const VolumeSpec& spec = *task.spec;
+  ActualVolume a =
+      task.actual ? *task.actual : NewActual(spec, task.manifest_file, options_.staging_root);
+  a.manifest_file = task.manifest_file;
+  const StageState prior = a.stage;
+  a.stage = StageState::kUncertain;
+  if (auto s = store_.Save(a); !s.ok()) {
+    return {task.actual, WithContext(s, "recording the stage before calling the driver")};
+  }
+  StageCall call;
+  call.volume_handle = spec.volume_handle;
+  call.staging_path = a.staging_path;
+  call.capability = spec.capability;
+  call.volume_context = spec.volume_context;
+  call.publish_context = spec.publish_context;
+  call.secrets_file = spec.secrets_file;
+  ++node_calls_;
+  const absl::Status s = task.client->Stage(call, options_.call_timeout);
+  if (s.ok()) {
+    a.stage = StageState::kStaged;
+  } else if (!IsUncertainCode(s.code())) {
+    a.stage = prior == StageState::kStaged ? StageState::kUncertain : prior;
+  }
+  if (a.stage == StageState::kNone && a.targets.empty()) {
+    // A definite failure of a first stage: nothing exists, nothing to remember.
+    if (auto removed = store_.Remove(a); !removed.ok()) {
+      return {a, s.ok() ? removed : s};
+    }
+    return {std::nullopt, s};
+  }
+  if (auto saved = store_.Save(a); !saved.ok()) {
+    // Keep the durable "uncertain": the next attempt repeats the (idempotent) stage.
+    a.stage = StageState::kUncertain;
+    return {a, s.ok() ? saved : s};
+  }
+  return {a, s};
+}
+
+Reconciler::Result Reconciler::Publish(Task& task) {
+  const VolumeSpec& spec = *task.spec;
+  ActualVolume a = *task.actual;
+  ActualTarget* t = a.FindTarget(task.op.target_path);
+  const bool existed = t != nullptr;
+  if (!existed) {
+    a.targets.push_back({task.op.target_path, task.op.read_only, PublishState::kUncertain});
+  } else {
+    t->state = PublishState::kUncertain;
+  }
+  if (auto s = store_.Save(a); !s.ok()) {
+    return {task.actual, WithContext(s, "recording the publish before calling the driver")};
+  }
+  PublishCall call;
+  call.volume_handle = spec.volume_handle;
+  call.staging_path = a.staging_path;
+  call.target_path = task.op.target_path;
+  call.read_only = task.op.read_only;
+  call.capability = spec.capability;
+  call.volume_context = spec.volume_context;
+  call.publish_context = spec.publish_context;
+  ++node_calls_;
+  const absl::Status s = task.client->Publish(call, options_.call_timeout);
+  t = a.FindTarget(task.op.target_path);
+  if (s.ok()) {
+    t->state = PublishState::kPublished;
+  } else if (!IsUncertainCode(s.code()) && !existed) {
+    std::erase_if(a.targets,
+                  [&](const ActualTarget& x) { return x.target_path == task.op.target_path; });
+  }
+  if (auto saved = store_.Save(a); !saved.ok()) {
+    if (ActualTarget* u = a.FindTarget(task.op.target_path)) {
+      u->state = PublishState::kUncertain;
+    }
+    return {a, s.ok() ? saved : s};
+  }
+  return {a, s};
+}
+
+Reconciler::Result Reconciler::Unpublish(Task& task) {
+  ActualVolume a = *task.actual;
+  ActualTarget* t = a.FindTarget(task.op.target_path);
+  if (t == nullptr) {
+    return {a, absl::OkStatus()};
+  }
+  t->state = PublishState::kUncertain;
+  if (auto s = store_.Save(a); !s.ok()) {
+    return {task.actual, WithContext(s, "recording the unpublish before calling the driver")};
+  }
+  ++node_calls_;
+  const absl::Status s =
+      task.client->Unpublish(a.volume_handle, task.op.target_path, options_.call_timeout);
+  if (!Gone(s)) {
+    return {a, s};
+  }
+  std::erase_if(a.targets,
+                [&](const ActualTarget& x) { return x.target_path == task.op.target_path; });
+  if (auto saved = store_.Save(a); !saved.ok()) {
+    return {*task.actual, saved};
+  }
+  return {a, absl::OkStatus()};
+}
+
+Reconciler::Result Reconciler::Unstage(Task& task) {
+  ActualVolume a = *task.actual;
+  a.stage = StageState::kUncertain;
+  if (auto s = store_.Save(a); !s.ok()) {
+    return {task.actual, WithContext(s, "recording the unstage before calling the driver")};
+  }
+  ++node_calls_;
+  const absl::Status s =
+      task.client->Unstage(a.volume_handle, a.staging_path, options_.call_timeout);
+  if (!Gone(s)) {
+    return {a, s};
+  }
+  if (auto removed = store_.Remove(a); !removed.ok()) {
+    return {a, removed};
+  }
+  return {std::nullopt, absl::OkStatus()};
+}
+
+VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) const {
+  VolumeStatus v;
+  v.name = name;
+  auto desired = desired_.find(name);
+  const VolumeSpec* spec = desired == desired_.end() ? nullptr : &desired->second;
+  v.declared = spec != nullptr;
+  const ActualVolume* a = entry != nullptr && entry->actual ? &*entry->actual : nullptr;
+  if (spec != nullptr) {
+    v.manifest_file = file_of_name_.at(name);
+    v.driver = spec->driver;
+    v.volume_handle = spec->volume_handle;
+  } else if (a != nullptr) {
+    v.manifest_file = a->manifest_file;
+    v.driver = a->driver;
+    v.volume_handle = a->volume_handle;
+  }
+  if (auto e = manifest_errors_.find(v.manifest_file); e != manifest_errors_.end()) {
+    v.manifest_error = e->second;
+  }
+  v.stage_state = StageName(a != nullptr ? a->stage : StageState::kNone);
+  v.staging_path = a != nullptr ? a->staging_path : "";
+  std::set<std::string> listed;
+  if (a != nullptr) {
+    for (const auto& t : a->targets) {
+      v.targets.push_back({t.target_path, t.read_only,
+                           t.state == PublishState::kPublished ? "published" : "uncertain"});
+      listed.insert(t.target_path);
+    }
+  }
+  if (spec != nullptr) {
+    for (const auto& t : spec->publish) {
+      if (!listed.contains(t.target_path)) {
+        v.targets.push_back({t.target_path, t.read_only, "pending"});
+      }
+    }
+  }
+  if (entry != nullptr) {
+    v.in_flight = entry->in_flight ? OpKindName(entry->in_flight_op.kind) : "";
+    v.blocked = entry->blocked;
+    v.last_error = entry->last_error;
+    v.attempts = entry->schedule ? entry->schedule->failures() : 0;
+    v.next_retry = entry->next_retry;
+  }
+  // One word for people.
+  if (!v.in_flight.empty()) {
+    static const std::map<std::string, std::string> kRunning = {{"stage", "staging"},
+                                                                {"publish", "publishing"},
+                                                                {"unpublish", "unpublishing"},
+                                                                {"unstage", "unstaging"}};
+    v.phase = kRunning.count(v.in_flight) ? kRunning.at(v.in_flight) : v.in_flight;
+  } else if (!v.last_error.empty()) {
+    v.phase = "error";
+  } else if (!v.blocked.empty()) {
+    v.phase = "waiting";
+  } else if (a == nullptr) {
+    v.phase = "pending";
+  } else if (a->stage == StageState::kUncertain) {
+    v.phase = "uncertain";
+  } else {
+    bool all = !v.targets.empty();
+    for (const auto& t : v.targets) {
+      all = all && t.state == "published";
+    }
+    v.phase = all ? "published" : (a->stage == StageState::kStaged ? "staged" : "pending");
+  }
+  return v;
+}
+
+ReconcilerStatus Reconciler::Status() const {
+  std::lock_guard lock(mu_);
+  ReconcilerStatus status;
+  status.generation = generation_;
+  status.ready = ready_;
+  status.store_errors = store_errors_;
+  std::set<std::string> names;
+  for (const auto& [name, entry] : entries_) {
+    names.insert(name);
+  }
+  for (const auto& [name, spec] : desired_) {
+    names.insert(name);
+  }
+  for (const auto& name : names) {
+    auto it = entries_.find(name);
+    status.volumes.push_back(StatusOf(name, it == entries_.end() ? nullptr : &it->second));
+  }
+  for (const auto& [file, error] : manifest_errors_) {
+    if (!name_of_file_.contains(file)) {
+      status.manifest_errors[file] = error;
+    }
+  }
+  return status;
+}
+
+ReconcilerStatus Reconciler::WaitForChange(uint64_t generation,
+                                           std::chrono::milliseconds timeout) const {
+  {
+    std::unique_lock lock(mu_);
+    changed_cv_.wait_for(lock, timeout, [&] { return generation_ > generation; });
+  }
+  return Status();
+}
+
+}  // namespace stagehand::reconciler

@@ -1,0 +1,184 @@
+#pragma once
+
+// The standalone volume manager's reconcile loop: keeps the declared volumes staged and
+// published through whichever registered driver they name, and tears down what is no longer
+// declared, in the right order (unpublish before unstage).
+//
+// - Event-driven: Declare/ReportManifestError/RemoveManifest/Poke and finished operations wake
+//   the loop; backoff timers and a slow periodic resync (the safety net) are its only timers.
+// - At most one operation per volume at a time; operations on different volumes run
+//   concurrently on `max_parallel` workers. Per volume, a failed operation is retried with
+//   exponential backoff (reset when the operation changes or succeeds).
+// - Crash-safe: every stage/publish/unpublish/unstage is recorded as uncertain in the
+//   ActualStore before its CSI call, so a restart knows what may exist. A call that fails with a
+//   code whose outcome is unknown (DeadlineExceeded, Unavailable, Cancelled, ResourceExhausted,
+//   Aborted) leaves the state uncertain: never reported done, always retried or undone.
+// - Reconstruction: Start() rebuilds the actual state from the store and the mount table before
+//   anything else; what is intact is adopted without a single CSI call. Volumes nobody declares
+//   are torn down only after DesiredComplete() (the manifest directory was read).
+//
+// Thread-safe; all public methods may be called from any thread.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/backoff.h"
+#include "base/clock.h"
+#include "reconciler/actual_state.h"
+#include "reconciler/node_client.h"
+#include "reconciler/plan.h"
+
+namespace stagehand::reconciler {
+
+struct ReconcilerOptions {
+  std::string staging_root;  // Staging paths go under <staging_root>/plugins/kubernetes.io/csi.
+  std::chrono::milliseconds call_timeout{std::chrono::minutes(2)};
+  BackoffPolicy backoff;  // 500 ms doubling to 2 min, 20 % jitter.
+  int max_parallel = 8;
+  std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
+};
+
+struct TargetStatus {
+  std::string target_path;
+  bool read_only = false;
+  std::string state;  // "published", "uncertain", "pending" (declared, not published yet).
+};
+
+struct VolumeStatus {
+  std::string name;
+  std::string manifest_file;
+  bool declared = false;
+  std::string driver;
+  std::string volume_handle;
+  std::string staging_path;
+  // "pending", "staging", "staged", "published", "unpublishing", "unstaging", "uncertain",
+  // "waiting" (blocked, see `blocked`), "error" (failing, see `last_error`).
+  std::string phase;
+  std::string stage_state;  // "none", "uncertain", "staged".
+  std::vector<TargetStatus> targets;
+  std::string in_flight;       // Operation running now, if any.
+  std::string manifest_error;  // The manifest is broken (the last good spec still applies).
+  std::string blocked;         // Why it waits (driver missing, immutable field changed, ...).
+  std::string last_error;
+  int attempts = 0;  // Consecutive failures of the current operation.
+  std::optional<std::chrono::system_clock::time_point> next_retry;
+};
+
+struct ReconcilerStatus {
+  uint64_t generation = 0;
+  bool ready = false;  // Reconstruction and the first reconcile after DesiredComplete are done.
+  std::vector<VolumeStatus> volumes;
+  std::map<std::string, std::string> manifest_errors;  // By file, for files with no volume.
+  std::vector<std::string> store_errors;
+};
+
+class Reconciler {
+ public:
+  // The references must outlive the reconciler.
+  Reconciler(ReconcilerOptions options, DriverDirectory& drivers, ActualStore& store,
+             MountTable& mounts, const Clock& clock = RealClock::Get());
+  Reconciler(const Reconciler&) = delete;
+  Reconciler& operator=(const Reconciler&) = delete;
+  // Stops the loop and waits for running operations to finish.
+  ~Reconciler();
+
+  // Reconstructs the actual state and starts the loop and the workers.
+  absl::Status Start();
+
+  // Desired state, from the manifest source.
+  void Declare(const std::string& file, VolumeSpec spec);
+  void ReportManifestError(const std::string& file, const std::string& error);
+  void RemoveManifest(const std::string& file);
+  // Every manifest present at start has been reported: undeclared volumes may be torn down.
+  void DesiredComplete();
+
+  // Re-plans every volume now (a driver registered or changed health; a test moved the clock).
+  void Poke();
+
+  ReconcilerStatus Status() const;
+  // Returns the status once its generation exceeds `generation`, or after `timeout`.
+  ReconcilerStatus WaitForChange(uint64_t generation, std::chrono::milliseconds timeout) const;
+
+  // CSI calls made so far (Node*), for tests and benchmarks.
+  uint64_t node_calls() const { return node_calls_.load(); }
+
+ private:
+  struct Entry {
+    std::optional<ActualVolume> actual;
+    bool in_flight = false;
+    Op in_flight_op;
+    Op current_op;  // The operation the backoff belongs to.
+    std::unique_ptr<RetrySchedule> schedule;
+    std::string last_error;
+    std::string blocked;
+    std::optional<std::chrono::system_clock::time_point> next_retry;
+  };
+
+  struct Task {
+    std::string name;
+    Op op;
+    std::optional<ActualVolume> actual;
+    std::optional<VolumeSpec> spec;
+    std::string manifest_file;
+    std::shared_ptr<NodeClient> client;
+  };
+
+  struct Result {
+    std::optional<ActualVolume> actual;
+    absl::Status status;
+  };
+
+  void Loop(const std::stop_token& token);
+  void Work(const std::stop_token& token);
+  // REQUIRES: mu_ held. Plans every volume; returns when the loop must wake next.
+  std::optional<Clock::TimePoint> PlanAll();
+  void PlanOne(const std::string& name, Entry& entry, std::optional<Clock::TimePoint>& wake);
+  void VerifyMounts();  // REQUIRES: mu_ held.
+  Result Execute(Task& task);
+  Result Stage(Task& task);
+  Result Publish(Task& task);
+  Result Unpublish(Task& task);
+  Result Unstage(Task& task);
+  Entry& EntryFor(const std::string& name);                                  // REQUIRES: mu_ held.
+  void Changed();                                                            // REQUIRES: mu_ held.
+  VolumeStatus StatusOf(const std::string& name, const Entry* entry) const;  // REQUIRES: mu_.
+
+  ReconcilerOptions options_;
+  DriverDirectory& drivers_;
+  ActualStore& store_;
+  MountTable& mounts_;
+  const Clock& clock_;
+  std::atomic<uint64_t> node_calls_{0};
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable_any cv_;          // Loop wake-ups.
+  mutable std::condition_variable_any changed_cv_;  // Status watchers.
+  mutable std::condition_variable_any work_cv_;     // Workers.
+  bool dirty_ = true;
+  bool desired_complete_ = false;
+  bool ready_ = false;
+  uint64_t generation_ = 1;
+  std::map<std::string, Entry> entries_;                // By volume name.
+  std::map<std::string, VolumeSpec> desired_;           // By volume name.
+  std::map<std::string, std::string> file_of_name_;     // Volume name -> manifest file.
+  std::map<std::string, std::string> name_of_file_;     // Manifest file -> volume name.
+  std::map<std::string, std::string> manifest_errors_;  // Manifest file -> error.
+  std::vector<std::string> store_errors_;
+  std::deque<Task> tasks_;
+  Clock::TimePoint next_resync_;
+
+  std::vector<std::jthread> workers_;
+  std::jthread loop_;
+};
+
+}  // namespace stagehand::reconciler

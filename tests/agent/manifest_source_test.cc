@@ -1,0 +1,309 @@
+#include "agent/manifest_source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/subprocess.h"
+#include "tests/testing/status_matchers.h"
+
+namespace stagehand::agent {
+namespace {
+
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::HasSubstr;
+
+enum class Kind { kDeclared, kError, kRemoved };
+
+struct Event {
+  Kind kind;
+  std::string file;
+  std::string volume;  // kDeclared.
+  absl::Status error;  // kError.
+};
+
+// Records callbacks; the test thread waits for them on a condition variable.
+class RecordingListener : public ManifestListener {
+ public:
+  void OnVolumeDeclared(const std::string& file, const reconciler::VolumeSpec& spec) override {
+    Push({Kind::kDeclared, file, spec.name, absl::OkStatus()});
+  }
+
+  void OnManifestError(const std::string& file, const absl::Status& error) override {
+    Push({Kind::kError, file, "", error});
+  }
+
+  void OnManifestRemoved(const std::string& file) override {
+    Push({Kind::kRemoved, file, "", absl::OkStatus()});
+  }
+
+  // The next callback in order. The deadline only keeps a broken test from hanging.
+  std::optional<Event> Next() {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !events_.empty(); })) {
+      return std::nullopt;
+    }
+    Event e = std::move(events_.front());
+    events_.pop_front();
+    return e;
+  }
+
+ private:
+  void Push(Event e) {
+    {
+      std::lock_guard lock(mu_);
+      events_.push_back(std::move(e));
+    }
+    cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+};
+
+std::string Manifest(const std::string& name, const std::string& extra = "") {
+  return "name: " + name + "\ndriver: iscsi.stagehand.dev\nvolumeHandle: " + name +
+         "\ncapability:\n  block: {}\n" + extra;
+}
+
+class ManifestSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/shmsXXXXXX";
+    root_ = mkdtemp(tmpl);
+    dir_ = root_ + "/manifests";
+    state_dir_ = root_ + "/state";
+  }
+
+  void TearDown() override {
+    source_.reset();
+    (void)RunProcess({"rm", "-rf", root_});
+  }
+
+  void StartSource() {
+    auto source = ManifestSource::Start(dir_, state_dir_, listener_);
+    ASSERT_THAT(source, IsOk());
+    source_ = std::move(*source);
+  }
+
+  // Writes in place: open, write, close (IN_CLOSE_WRITE).
+  void Write(const std::string& file, const std::string& content) {
+    FILE* f = fopen((dir_ + "/" + file).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(fwrite(content.data(), 1, content.size(), f), content.size());
+    ASSERT_EQ(fclose(f), 0);
+  }
+
+  // Writes a temp file and renames it over `file` (IN_MOVED_TO).
+  void Replace(const std::string& file, const std::string& content) {
+    ASSERT_THAT(WriteFileAtomically(dir_ + "/" + file, content, 0644), IsOk());
+  }
+
+  void ExpectDeclared(const std::string& file, const std::string& volume) {
+    std::optional<Event> e = listener_.Next();
+    ASSERT_TRUE(e.has_value()) << "no callback; expected " << file << " declared";
+    EXPECT_EQ(e->kind, Kind::kDeclared) << e->file << ": " << e->error;
+    EXPECT_EQ(e->file, file);
+    EXPECT_EQ(e->volume, volume);
+  }
+
+  absl::Status ExpectError(const std::string& file) {
+    std::optional<Event> e = listener_.Next();
+    EXPECT_TRUE(e.has_value()) << "no callback; expected an error for " << file;
+    if (!e.has_value()) {
+      return absl::OkStatus();
+    }
+    EXPECT_EQ(e->kind, Kind::kError) << e->file;
+    EXPECT_EQ(e->file, file);
+    return e->error;
+  }
+
+  void ExpectRemoved(const std::string& file) {
+    std::optional<Event> e = listener_.Next();
+    ASSERT_TRUE(e.has_value()) << "no callback; expected " << file << " removed";
+    EXPECT_EQ(e->kind, Kind::kRemoved) << e->file;
+    EXPECT_EQ(e->file, file);
+  }
+
+  std::string root_;
+  std::string dir_;
+  std::string state_dir_;
+  RecordingListener listener_;
+  std::unique_ptr<ManifestSource> source_;
+};
+
+TEST_F(ManifestSourceTest, CreatesTheDirectory) {
+  StartSource();
+
+  struct stat st {};
+
+  ASSERT_EQ(stat(dir_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+}
+
+TEST_F(ManifestSourceTest, RejectsRelativePaths) {
+  EXPECT_THAT(ManifestSource::Start("manifests", state_dir_, listener_),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ManifestSource::Start(dir_, "state/", listener_),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(ManifestSourceTest, ReportsExistingFilesSortedByName) {
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Write("b.yaml", Manifest("vol-b"));
+  Write("a.yml", Manifest("vol-a"));
+  Write("c.yaml", "name: [\n");
+
+  StartSource();
+
+  ExpectDeclared("a.yml", "vol-a");
+  ExpectDeclared("b.yaml", "vol-b");
+  EXPECT_THAT(ExpectError("c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("c.yaml:2:")));
+}
+
+TEST_F(ManifestSourceTest, FollowsEditsAndRemoval) {
+  StartSource();
+
+  Write("pg.yaml", Manifest("pg"));
+  ExpectDeclared("pg.yaml", "pg");
+
+  Write("pg.yaml", Manifest("pg", "bogus: 1\n"));
+  EXPECT_THAT(ExpectError("pg.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(dir_ + "/pg.yaml:6: unknown key 'bogus'")));
+
+  Replace("pg.yaml", Manifest("pg"));
+  ExpectDeclared("pg.yaml", "pg");
+
+  ASSERT_EQ(unlink((dir_ + "/pg.yaml").c_str()), 0);
+  ExpectRemoved("pg.yaml");
+}
+
+TEST_F(ManifestSourceTest, RenameAwayAndBack) {
+  StartSource();
+  Replace("pg.yaml", Manifest("pg"));
+  ExpectDeclared("pg.yaml", "pg");
+
+  ASSERT_EQ(rename((dir_ + "/pg.yaml").c_str(), (dir_ + "/pg.yaml.off").c_str()), 0);
+  ExpectRemoved("pg.yaml");
+
+  ASSERT_EQ(rename((dir_ + "/pg.yaml.off").c_str(), (dir_ + "/pg.yaml").c_str()), 0);
+  ExpectDeclared("pg.yaml", "pg");
+}
+
+TEST_F(ManifestSourceTest, IgnoresDotfilesSwapFilesAndOtherExtensions) {
+  StartSource();
+
+  Write(".pg.yaml.swp", "not yaml at all: [");
+  Write(".hidden.yaml", Manifest("hidden"));
+  Write("notes.txt", "name: [");
+  Write("pg.yaml~", "name: [");
+  Write("pg.yaml", Manifest("pg"));
+
+  // Callbacks come in event order, so anything reported for the earlier files would come first.
+  ExpectDeclared("pg.yaml", "pg");
+}
+
+TEST_F(ManifestSourceTest, UnchangedRewriteIsNotReportedAgain) {
+  StartSource();
+  Write("a.yaml", Manifest("a"));
+  ExpectDeclared("a.yaml", "a");
+
+  Write("a.yaml", Manifest("a"));
+  Write("b.yaml", Manifest("b"));
+
+  ExpectDeclared("b.yaml", "b");
+}
+
+TEST_F(ManifestSourceTest, SameNameInTwoFilesIsAnErrorOnTheSecond) {
+  StartSource();
+  Write("a.yaml", Manifest("shared"));
+  ExpectDeclared("a.yaml", "shared");
+
+  Write("b.yaml", Manifest("shared"));
+  EXPECT_THAT(ExpectError("b.yaml"),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("volume 'shared' is already declared in 'a.yaml'")));
+
+  // No promotion when the first file goes; the second is read again on its next change.
+  ASSERT_EQ(unlink((dir_ + "/a.yaml").c_str()), 0);
+  ExpectRemoved("a.yaml");
+  Write("b.yaml", Manifest("shared"));
+  ExpectDeclared("b.yaml", "shared");
+}
+
+TEST_F(ManifestSourceTest, RenamingAVolumeFreesItsOldName) {
+  StartSource();
+  Write("a.yaml", Manifest("one"));
+  ExpectDeclared("a.yaml", "one");
+
+  Write("a.yaml", Manifest("two"));
+  ExpectDeclared("a.yaml", "two");
+  Write("b.yaml", Manifest("one"));
+  ExpectDeclared("b.yaml", "one");
+}
+
+TEST_F(ManifestSourceTest, TargetInsideTheStateDirIsAnError) {
+  StartSource();
+
+  Write("pg.yaml", Manifest("pg", "publish:\n  - targetPath: " + state_dir_ + "/mnt\n"));
+
+  EXPECT_THAT(ExpectError("pg.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("inside stagehand's state")));
+}
+
+TEST_F(ManifestSourceTest, TooLargeFileIsAnError) {
+  StartSource();
+
+  Write("big.yaml", Manifest("big") + "#" + std::string(2 << 20, 'x') + "\n");
+
+  EXPECT_THAT(ExpectError("big.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("larger than 1 MiB")));
+}
+
+TEST_F(ManifestSourceTest, DirectoryRemovedAndRecreated) {
+  StartSource();
+  Write("a.yaml", Manifest("a"));
+  ExpectDeclared("a.yaml", "a");
+
+  ASSERT_THAT(RunProcess({"rm", "-rf", dir_}), IsOk());
+  ExpectRemoved("a.yaml");
+
+  // By rename: the source may be rescanning the new directory while the file is written.
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Replace("b.yaml", Manifest("b"));
+  ExpectDeclared("b.yaml", "b");
+}
+
+TEST_F(ManifestSourceTest, DirectoryMovedAwayKeepsItsVolumesUntilItIsBack) {
+  StartSource();
+  Write("a.yaml", Manifest("a"));
+  ExpectDeclared("a.yaml", "a");
+
+  ASSERT_EQ(rename(dir_.c_str(), (dir_ + ".old").c_str()), 0);
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Replace("b.yaml", Manifest("b"));
+
+  // Nothing was reported while the directory was away; once it is back, a file that is gone
+  // counts as removed.
+  ExpectRemoved("a.yaml");
+  ExpectDeclared("b.yaml", "b");
+  ASSERT_THAT(RunProcess({"rm", "-rf", dir_ + ".old"}), IsOk());
+}
+
+}  // namespace
+}  // namespace stagehand::agent

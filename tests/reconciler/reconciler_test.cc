@@ -1,0 +1,376 @@
+#include "reconciler/reconciler.h"
+
+#include <functional>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/fakes/fake_node_client.h"
+#include "tests/fakes/manual_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace stagehand::reconciler {
+namespace {
+
+using stagehand::testing::FakeDriverDirectory;
+using stagehand::testing::FakeMountTable;
+using stagehand::testing::FakeNodeClient;
+using stagehand::testing::IsOk;
+using stagehand::testing::ManualClock;
+using stagehand::testing::MemoryActualStore;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::HasSubstr;
+
+VolumeSpec Spec(const std::string& name, std::vector<PublishTarget> publish) {
+  VolumeSpec s;
+  s.name = name;
+  s.driver = "d.dev";
+  s.volume_handle = "handle-" + name;
+  s.capability.fs_type = "ext4";
+  s.volume_context = {{"iqn", "iqn.x"}};
+  s.publish = std::move(publish);
+  return s;
+}
+
+const VolumeStatus* Find(const ReconcilerStatus& s, const std::string& name) {
+  for (const auto& v : s.volumes) {
+    if (v.name == name) {
+      return &v;
+    }
+  }
+  return nullptr;
+}
+
+std::string Phase(const ReconcilerStatus& s, const std::string& name) {
+  const VolumeStatus* v = Find(s, name);
+  return v == nullptr ? "absent" : v->phase;
+}
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  ReconcilerTest() {
+    driver_ = std::make_shared<FakeNodeClient>(&mounts_.mounts, &mounts_.mu);
+    drivers_.Set("d.dev", driver_);
+  }
+
+  ReconcilerOptions Options() const {
+    ReconcilerOptions o;
+    o.staging_root = "/state";
+    o.backoff = BackoffPolicy{std::chrono::milliseconds(500), std::chrono::seconds(120), 2.0, 0};
+    o.max_parallel = 4;
+    return o;
+  }
+
+  void StartReconciler() {
+    reconciler_ = std::make_unique<Reconciler>(Options(), drivers_, store_, mounts_, clock_);
+    ASSERT_THAT(reconciler_->Start(), IsOk());
+  }
+
+  // Waits for the status to satisfy `predicate` (no sleeps: status generations).
+  ReconcilerStatus WaitUntil(const std::function<bool(const ReconcilerStatus&)>& predicate) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ReconcilerStatus status = reconciler_->Status();
+    while (!predicate(status) && std::chrono::steady_clock::now() < deadline) {
+      status = reconciler_->WaitForChange(status.generation, std::chrono::seconds(1));
+    }
+    EXPECT_TRUE(predicate(status)) << "condition not reached";
+    return status;
+  }
+
+  // Waits until the reconciler is ready and idle (nothing in flight).
+  ReconcilerStatus Settle() {
+    return WaitUntil([](const ReconcilerStatus& s) {
+      for (const auto& v : s.volumes) {
+        if (!v.in_flight.empty()) {
+          return false;
+        }
+      }
+      return s.ready;
+    });
+  }
+
+  std::vector<std::string> Calls() const {
+    std::vector<std::string> out;
+    for (const auto& c : driver_->calls()) {
+      out.push_back(c.method + " " + c.path);
+    }
+    return out;
+  }
+
+  ManualClock clock_;
+  FakeMountTable mounts_;
+  FakeDriverDirectory drivers_;
+  MemoryActualStore store_;
+  std::shared_ptr<FakeNodeClient> driver_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+const std::string kStaging = StagingPathFor("/state", "d.dev", "handle-v1");
+
+TEST_F(ReconcilerTest, StagesThenPublishesADeclaredVolume) {
+  StartReconciler();
+
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}, {"/srv/b", true}}));
+  reconciler_->DesiredComplete();
+  auto status = WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a", "publish /srv/b"));
+  const auto record = store_.records().at("v1");
+  EXPECT_EQ(record.stage, StageState::kStaged);
+  EXPECT_EQ(record.manifest_file, "v1.yaml");
+  EXPECT_EQ(record.targets.size(), 2u);
+  EXPECT_EQ(Find(status, "v1")->staging_path, kStaging);
+}
+
+TEST_F(ReconcilerTest, RemovingTheManifestUnpublishesEveryTargetThenUnstages) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}, {"/srv/b", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  reconciler_->RemoveManifest("v1.yaml");
+  WaitUntil([](const auto& s) { return Find(s, "v1") == nullptr; });
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a", "publish /srv/b",
+                                   "unpublish /srv/a", "unpublish /srv/b", "unstage " + kStaging));
+  EXPECT_TRUE(store_.records().empty());
+  EXPECT_TRUE(driver_->staged().empty());
+}
+
+TEST_F(ReconcilerTest, AddingOrRemovingATargetTouchesOnlyThatTarget) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}, {"/srv/b", false}}));
+  WaitUntil([this](const auto&) { return driver_->published().contains("/srv/b"); });
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/b", false}}));
+  WaitUntil([this](const auto&) { return !driver_->published().contains("/srv/a"); });
+  Settle();
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a", "publish /srv/b",
+                                   "unpublish /srv/a"));
+}
+
+TEST_F(ReconcilerTest, RetriesAFailedStageWithBackoffOnTheClock) {
+  driver_->FailNext("stage", absl::InvalidArgumentError("bad iqn"));
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+
+  auto failed = WaitUntil([](const auto& s) {
+    const auto* v = Find(s, "v1");
+    return v != nullptr && v->attempts == 1 && v->in_flight.empty();
+  });
+  EXPECT_EQ(Find(failed, "v1")->phase, "error");
+  EXPECT_THAT(Find(failed, "v1")->last_error, HasSubstr("bad iqn"));
+  EXPECT_TRUE(Find(failed, "v1")->next_retry.has_value());
+  EXPECT_TRUE(store_.records().empty()) << "a definite failure of a first stage leaves nothing";
+  // Nothing happens until the backoff has passed.
+  reconciler_->Poke();
+  Settle();
+  EXPECT_EQ(driver_->calls().size(), 1u);
+
+  clock_.Advance(std::chrono::milliseconds(500));
+  reconciler_->Poke();
+  auto done = WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  EXPECT_EQ(Find(done, "v1")->attempts, 0);
+  EXPECT_EQ(Find(done, "v1")->last_error, "");
+}
+
+TEST_F(ReconcilerTest, AnUncertainStageIsNeverReportedStagedAndIsRetried) {
+  // The stage happened but the reply was lost.
+  driver_->FailNext("stage", absl::DeadlineExceededError("timeout"), /*effect=*/true);
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+
+  auto uncertain = WaitUntil([](const auto& s) {
+    const auto* v = Find(s, "v1");
+    return v != nullptr && v->attempts == 1 && v->in_flight.empty();
+  });
+  EXPECT_EQ(Find(uncertain, "v1")->stage_state, "uncertain");
+  EXPECT_EQ(store_.records().at("v1").stage, StageState::kUncertain);
+  EXPECT_TRUE(driver_->published().empty());
+
+  clock_.Advance(std::chrono::seconds(1));
+  reconciler_->Poke();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "stage " + kStaging, "publish /srv/a"));
+}
+
+TEST_F(ReconcilerTest, AnUncertainStageOfARemovedVolumeIsUnstaged) {
+  driver_->FailNext("stage", absl::UnavailableError("connection reset"), /*effect=*/true);
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) {
+    const auto* v = Find(s, "v1");
+    return v != nullptr && v->attempts == 1 && v->in_flight.empty();
+  });
+
+  reconciler_->RemoveManifest("v1.yaml");
+  WaitUntil([](const auto& s) { return Find(s, "v1") == nullptr; });
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "unstage " + kStaging));
+  EXPECT_TRUE(driver_->staged().empty());
+}
+
+TEST_F(ReconcilerTest, ReconstructionAdoptsIntactVolumesWithoutACall) {
+  ActualVolume v;
+  v.name = "v1";
+  v.manifest_file = "v1.yaml";
+  v.driver = "d.dev";
+  v.volume_handle = "handle-v1";
+  v.capability.fs_type = "ext4";
+  v.volume_context = {{"iqn", "iqn.x"}};
+  v.staging_path = kStaging;
+  v.stage = StageState::kStaged;
+  v.targets = {{"/srv/a", false, PublishState::kPublished}};
+  ASSERT_THAT(store_.Save(v), IsOk());
+  mounts_.mounts = {kStaging, "/srv/a"};
+
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  auto status = Settle();
+
+  EXPECT_EQ(Phase(status, "v1"), "published");
+  EXPECT_EQ(reconciler_->node_calls(), 0u);
+}
+
+TEST_F(ReconcilerTest, ReconstructionRepublishesATargetWhoseMountIsGone) {
+  ActualVolume v;
+  v.name = "v1";
+  v.manifest_file = "v1.yaml";
+  v.driver = "d.dev";
+  v.volume_handle = "handle-v1";
+  v.capability.fs_type = "ext4";
+  v.volume_context = {{"iqn", "iqn.x"}};
+  v.staging_path = kStaging;
+  v.stage = StageState::kStaged;
+  v.targets = {{"/srv/a", false, PublishState::kPublished}};
+  ASSERT_THAT(store_.Save(v), IsOk());
+  mounts_.mounts = {kStaging};  // The target's mount is gone (e.g. after a reboot of a tmpfs).
+  ASSERT_THAT(driver_->Stage({"handle-v1", kStaging, {}, {}, {}, ""}, {}), IsOk());
+
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([this](const auto& s) {
+    return Phase(s, "v1") == "published" && driver_->published().contains("/srv/a");
+  });
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a"));
+}
+
+TEST_F(ReconcilerTest, OrphansAreTornDownOnlyOnceTheManifestsHaveBeenRead) {
+  ActualVolume v;
+  v.name = "old";
+  v.manifest_file = "old.yaml";
+  v.driver = "d.dev";
+  v.volume_handle = "handle-old";
+  v.staging_path = StagingPathFor("/state", "d.dev", "handle-old");
+  v.stage = StageState::kStaged;
+  ASSERT_THAT(store_.Save(v), IsOk());
+  mounts_.mounts = {v.staging_path};
+
+  StartReconciler();
+  reconciler_->Poke();
+  auto before = reconciler_->Status();
+  EXPECT_EQ(reconciler_->node_calls(), 0u);
+  EXPECT_FALSE(before.ready);
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return s.ready && Find(s, "old") == nullptr; });
+
+  EXPECT_THAT(Calls(), ElementsAre("unstage " + v.staging_path));
+}
+
+TEST_F(ReconcilerTest, ABrokenManifestKeepsItsVolumeAcrossARestart) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+  reconciler_->ReportManifestError("v1.yaml", "v1.yaml:3: unknown key 'drivr'");
+  auto broken = Settle();
+  EXPECT_EQ(Phase(broken, "v1"), "published");
+  EXPECT_THAT(Find(broken, "v1")->manifest_error, HasSubstr("drivr"));
+
+  // Restart: the file is still broken, so there is no good spec at all this time.
+  reconciler_.reset();
+  StartReconciler();
+  reconciler_->ReportManifestError("v1.yaml", "v1.yaml:3: unknown key 'drivr'");
+  reconciler_->DesiredComplete();
+  auto status = Settle();
+
+  EXPECT_EQ(Find(status, "v1")->blocked.empty(), false);
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a"));
+  EXPECT_TRUE(driver_->published().contains("/srv/a"));
+}
+
+TEST_F(ReconcilerTest, VolumesOfAMissingDriverWaitAndProceedWhenItAppears) {
+  drivers_.Remove("d.dev");
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+
+  auto waiting = WaitUntil([](const auto& s) { return Phase(s, "v1") == "waiting"; });
+  EXPECT_THAT(Find(waiting, "v1")->blocked, HasSubstr("not registered"));
+  drivers_.Set("d.dev", driver_);
+  reconciler_->Poke();
+
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+}
+
+TEST_F(ReconcilerTest, ChangingAnImmutableFieldIsAnErrorNotARemount) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+  auto changed = Spec("v1", {{"/srv/a", false}});
+  changed.capability.fs_type = "xfs";
+
+  reconciler_->Declare("v1.yaml", changed);
+  auto status = WaitUntil([](const auto& s) { return Phase(s, "v1") == "waiting"; });
+
+  EXPECT_THAT(Find(status, "v1")->blocked, HasSubstr("capability changed"));
+  EXPECT_EQ(driver_->calls().size(), 2u);
+}
+
+TEST_F(ReconcilerTest, TheSameNameInTwoFilesIsAnErrorOnTheSecond) {
+  StartReconciler();
+  reconciler_->Declare("a.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->Declare("b.yaml", Spec("v1", {{"/srv/b", false}}));
+  reconciler_->DesiredComplete();
+
+  auto status = WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  EXPECT_THAT(status.manifest_errors.at("b.yaml"), HasSubstr("already declared in 'a.yaml'"));
+  EXPECT_FALSE(driver_->published().contains("/srv/b"));
+}
+
+TEST_F(ReconcilerTest, ManyVolumesConvergeConcurrently) {
+  StartReconciler();
+  for (int i = 0; i < 50; ++i) {
+    const std::string name = "v" + std::to_string(i);
+    reconciler_->Declare(name + ".yaml", Spec(name, {{"/srv/" + name, false}}));
+  }
+  reconciler_->DesiredComplete();
+
+  WaitUntil([](const auto& s) {
+    int published = 0;
+    for (const auto& v : s.volumes) {
+      published += v.phase == "published" ? 1 : 0;
+    }
+    return published == 50;
+  });
+
+  EXPECT_EQ(reconciler_->node_calls(), 100u);
+}
+
+}  // namespace
+}  // namespace stagehand::reconciler
