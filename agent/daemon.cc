@@ -7,17 +7,23 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include <absl/strings/str_cat.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/agent_service.h"
+#include "agent/csi_node_client.h"
 #include "agent/identity_service.h"
 #include "agent/initiator_name.h"
+#include "agent/manifest_source.h"
+#include "agent/manifest_volume_store.h"
 #include "agent/node_service.h"
 #include "agent/version.h"
 #include "base/file_io.h"
@@ -26,6 +32,7 @@
 #include "iscsi/userspace_transport.h"
 #include "mounter/blkid_block_probe.h"
 #include "mounter/libmount_mounter.h"
+#include "reconciler/reconciler.h"
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
 #include "registration/registry.h"
@@ -50,6 +57,22 @@ absl::StatusOr<UniqueFd> LockFile(const std::string& path) {
   }
   return fd;
 }
+
+// Hands manifest events to the reconciler.
+class ReconcilerBridge final : public ManifestListener {
+ public:
+  void OnVolumeDeclared(const std::string& file, const reconciler::VolumeSpec& spec) override {
+    reconciler->Declare(file, spec);
+  }
+
+  void OnManifestError(const std::string& file, const absl::Status& error) override {
+    reconciler->ReportManifestError(file, std::string(error.message()));
+  }
+
+  void OnManifestRemoved(const std::string& file) override { reconciler->RemoveManifest(file); }
+
+  reconciler::Reconciler* reconciler = nullptr;
+};
 
 }  // namespace
 
@@ -165,10 +188,14 @@ int RunDaemon(DaemonOptions options) {
   registration::Registry registry;
   registration::RegistryFiles registry_files(options.state_dir, options.node_id, registry);
   std::unique_ptr<registration::PluginWatcher> watcher;
+  std::atomic<reconciler::Reconciler*> reconciler_for_pokes{nullptr};
   if (options.watch_plugins) {
-    registry.SetListener([&registry_files] {
+    registry.SetListener([&registry_files, &reconciler_for_pokes] {
       if (auto s = registry_files.Write(); !s.ok()) {
         spdlog::warn("cannot write the plugin registry files: {}", s);
+      }
+      if (reconciler::Reconciler* r = reconciler_for_pokes.load()) {
+        r->Poke();  // Volumes waiting for a driver may proceed.
       }
     });
     (void)registry_files.Write();
@@ -181,19 +208,26 @@ int RunDaemon(DaemonOptions options) {
       options.kubelet_registration_path.empty() ? socket_path : options.kubelet_registration_path;
   // What the registering side told us, for operators: <state-dir>/registrar.json.
   const std::string registrar_file = JoinPath(options.state_dir, "registrar.json");
-  auto write_registrar_state = [registrar_file, endpoint = registrar_options.endpoint](
-                                   const registration::RegistrarStatus& status) {
-    state::v1::RegistrarState record;
-    record.set_socket_path(status.socket_path);
-    record.set_endpoint(endpoint);
-    record.set_notified(status.notified);
-    record.set_registered(status.registered);
-    record.set_last_error(status.last_error);
-    record.set_rejections(status.rejections);
-    if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
-      spdlog::warn("cannot write '{}': {}", registrar_file, s);
-    }
-  };
+  std::mutex registrar_mu;
+  state::v1::RegistrarState registrar_state;  // Guarded by registrar_mu; for the agent API.
+  auto write_registrar_state =
+      [&registrar_mu, &registrar_state, registrar_file,
+       endpoint = registrar_options.endpoint](const registration::RegistrarStatus& status) {
+        state::v1::RegistrarState record;
+        record.set_socket_path(status.socket_path);
+        record.set_endpoint(endpoint);
+        record.set_notified(status.notified);
+        record.set_registered(status.registered);
+        record.set_last_error(status.last_error);
+        record.set_rejections(status.rejections);
+        {
+          std::lock_guard lock(registrar_mu);
+          registrar_state = record;
+        }
+        if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
+          spdlog::warn("cannot write '{}': {}", registrar_file, s);
+        }
+      };
   auto registrar = registration::Registrar::Start(registrar_options, write_registrar_state);
   if (!registrar.ok()) {
     spdlog::error("startup failed: registrar: {}", registrar.status());
@@ -217,11 +251,85 @@ int RunDaemon(DaemonOptions options) {
     watcher = std::move(*started);
   }
 
+  // Standalone: the reconciler keeps the declared volumes staged and published.
+  ManifestVolumeStore volume_store(options.state_dir);
+  HostMountTable mount_table(mounter);
+  RegistryDriverDirectory directory(registry);
+  ReconcilerBridge bridge;
+  std::unique_ptr<reconciler::Reconciler> reconciler;
+  std::unique_ptr<ManifestSource> manifests;
+  if (options.watch_plugins) {
+    reconciler::ReconcilerOptions reconciler_options;
+    reconciler_options.staging_root = options.state_dir;
+    reconciler_options.call_timeout = options.csi_timeout;
+    reconciler_options.max_parallel = options.max_parallel_operations;
+    reconciler_options.resync_period = options.resync_period;
+    reconciler = std::make_unique<reconciler::Reconciler>(reconciler_options, directory,
+                                                          volume_store, mount_table);
+    if (auto s = reconciler->Start(); !s.ok()) {
+      spdlog::error("startup failed: reconciler: {}", s);
+      server->Shutdown();
+      return 1;
+    }
+    bridge.reconciler = reconciler.get();
+    reconciler_for_pokes = reconciler.get();
+    auto source = ManifestSource::Start(options.manifest_dir, options.state_dir, bridge);
+    if (!source.ok()) {
+      spdlog::error("startup failed: manifests: {}", source.status());
+      server->Shutdown();
+      return 1;
+    }
+    manifests = std::move(*source);
+    reconciler->DesiredComplete();
+  }
+
+  // The agent API.
+  AgentService agent_service(
+      {std::string(kVersion), options.mode == Mode::kKubernetes ? "kubernetes" : "standalone",
+       options.node_id, options.driver_name, options.watch_plugins ? options.manifest_dir : ""},
+      reconciler.get(), options.watch_plugins ? &registry : nullptr,
+      [&registrar_mu, &registrar_state] {
+        std::lock_guard lock(registrar_mu);
+        return registrar_state;
+      });
+  const std::string agent_socket = options.agent_socket.empty()
+                                       ? JoinPath(options.runtime_dir, "agent.sock")
+                                       : options.agent_socket;
+  auto agent_lock = LockFile(absl::StrCat(agent_socket, ".lock"));
+  if (!agent_lock.ok()) {
+    spdlog::error("startup failed: {}", agent_lock.status());
+    server->Shutdown();
+    return 1;
+  }
+  (void)RemoveFileIfExists(agent_socket);
+  const mode_t agent_umask = umask(0077);
+  grpc::ServerBuilder agent_builder;
+  agent_builder.AddListeningPort(absl::StrCat("unix:", agent_socket),
+                                 grpc::InsecureServerCredentials());
+  agent_builder.RegisterService(&agent_service);
+  std::unique_ptr<grpc::Server> agent_server = agent_builder.BuildAndStart();
+  umask(agent_umask);
+  if (!agent_server) {
+    spdlog::error("startup failed: cannot listen on agent socket '{}'", agent_socket);
+    server->Shutdown();
+    return 1;
+  }
+  spdlog::info("agent API on '{}'{}", agent_socket,
+               options.watch_plugins
+                   ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")
+                   : "");
+
   int sig = 0;
   while (sigwait(&signals, &sig) != 0) {
   }
   spdlog::info("received signal {}, shutting down (volumes stay staged and published)",
                strsignal(sig));
+  agent_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  agent_server->Wait();
+  (void)RemoveFileIfExists(agent_socket);
+  manifests.reset();
+  reconciler_for_pokes = nullptr;
+  reconciler.reset();  // Waits for running operations.
   watcher.reset();
   registrar->reset();  // Removes the registration socket.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -24,7 +24,13 @@ struct DaemonOptions {
   std::string registration_dir;
   // The CSI socket path as the registering side sees it, when that differs from ours.
   std::string kubelet_registration_path;
-  bool watch_plugins = true;  // Standalone only.
+  // Standalone only: watch the registration directory and reconcile the declared volumes.
+  bool watch_plugins = true;
+  std::string manifest_dir = "/etc/stagehand/volumes.d";
+  std::string agent_socket;  // Default <runtime-dir>/agent.sock.
+  std::chrono::milliseconds csi_timeout{std::chrono::minutes(2)};
+  int max_parallel_operations = 8;
+  std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name.

@@ -38,8 +38,28 @@ int main(int argc, char** argv) {
                  "CSI socket path to advertise in the registration socket when the registering "
                  "side sees it under another path (default: the --csi-endpoint path)");
   app.add_flag("--watch-plugins,!--no-watch-plugins", o.watch_plugins,
-               "Standalone: watch the registration directory and register the plugins found "
-               "there (default on)");
+               "Standalone: watch the registration directory, register the plugins found there "
+               "and reconcile the declared volumes (default on; off = serve the driver only)");
+  app.add_option("--manifest-dir", o.manifest_dir,
+                 "Standalone: directory of volume manifests (*.yaml), watched")
+      ->capture_default_str();
+  app.add_option("--agent-socket", o.agent_socket,
+                 "Unix socket of the agent API (default <runtime-dir>/agent.sock)");
+  double csi_timeout_seconds = 120;
+  app.add_option("--csi-timeout", csi_timeout_seconds,
+                 "Seconds before a CSI call of the reconciler is given up (its outcome is then "
+                 "uncertain and the call is repeated)")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--max-parallel-operations", o.max_parallel_operations,
+                 "Operations on different volumes that may run at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  double resync_seconds = 300;
+  app.add_option("--resync-period", resync_seconds,
+                 "Seconds between the reconciler's safety-net checks of the mount table")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   double probe_seconds = 30;
   app.add_option("--plugin-probe-period", probe_seconds,
                  "Seconds between health probes of registered plugins")
@@ -62,6 +82,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   o.mode = mode == "kubernetes" ? stagehand::agent::Mode::kKubernetes
                                 : stagehand::agent::Mode::kStandalone;
+  o.csi_timeout = std::chrono::milliseconds(static_cast<int64_t>(csi_timeout_seconds * 1000.0));
+  o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000.0));
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000.0));
   // Logs go to stderr (journald picks them up under systemd); stdout stays free for tools.
   spdlog::set_default_logger(spdlog::stderr_color_mt("stagehand"));

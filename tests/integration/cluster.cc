@@ -131,6 +131,7 @@ absl::Status StagehandDaemon::Start() {
                                    "--csi-endpoint=" + endpoint(),
                                    "--state-dir=" + state_dir(),
                                    "--runtime-dir=" + runtime_dir(),
+                                   "--manifest-dir=" + root_ + "/manifests",
                                    "--node-id=it-node",
                                    "--log-level=debug"};
   args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());

@@ -1,0 +1,125 @@
+#include "agent/agent_service.h"
+
+#include <algorithm>
+
+#include <absl/strings/str_cat.h>
+#include <absl/time/clock.h>
+#include <absl/time/time.h>
+
+namespace stagehand::agent {
+
+void ToProto(const reconciler::ReconcilerStatus& status, v1::ListVolumesResponse* out) {
+  out->set_generation(status.generation);
+  out->set_ready(status.ready);
+  for (const auto& v : status.volumes) {
+    auto* p = out->add_volumes();
+    p->set_name(v.name);
+    p->set_manifest_file(v.manifest_file);
+    p->set_declared(v.declared);
+    p->set_driver(v.driver);
+    p->set_volume_handle(v.volume_handle);
+    p->set_staging_path(v.staging_path);
+    p->set_phase(v.phase);
+    p->set_stage_state(v.stage_state);
+    for (const auto& t : v.targets) {
+      auto* target = p->add_targets();
+      target->set_target_path(t.target_path);
+      target->set_read_only(t.read_only);
+      target->set_state(t.state);
+    }
+    p->set_in_flight(v.in_flight);
+    p->set_manifest_error(v.manifest_error);
+    p->set_blocked(v.blocked);
+    p->set_last_error(v.last_error);
+    p->set_attempts(v.attempts);
+    if (v.next_retry) {
+      p->set_next_retry(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromChrono(*v.next_retry),
+                                         absl::UTCTimeZone()));
+    }
+  }
+  out->mutable_manifest_errors()->insert(status.manifest_errors.begin(),
+                                         status.manifest_errors.end());
+}
+
+grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+                                     v1::AgentStatus* response) {
+  response->set_version(info_.version);
+  response->set_mode(info_.mode);
+  response->set_node_id(info_.node_id);
+  response->set_driver_name(info_.driver_name);
+  response->set_manifest_dir(info_.manifest_dir);
+  if (registrar_) {
+    *response->mutable_registrar() = registrar_();
+    if (!response->registrar().last_error().empty()) {
+      response->add_problems(absl::StrCat("the built-in driver's registration was rejected: ",
+                                          response->registrar().last_error()));
+    }
+  }
+  bool ready = true;
+  if (reconciler_ != nullptr) {
+    const auto status = reconciler_->Status();
+    ready = status.ready;
+    response->set_volumes(static_cast<int32_t>(status.volumes.size()));
+    for (const auto& v : status.volumes) {
+      if (v.phase == "published") {
+        response->set_volumes_published(response->volumes_published() + 1);
+      }
+      if (v.phase == "error" || v.phase == "waiting") {
+        response->set_volumes_failing(response->volumes_failing() + 1);
+        response->add_problems(absl::StrCat(
+            "volume '", v.name, "': ", v.last_error.empty() ? v.blocked : v.last_error));
+      }
+      if (!v.manifest_error.empty()) {
+        (*response->mutable_manifest_errors())[v.manifest_file] = v.manifest_error;
+      }
+    }
+    for (const auto& [file, error] : status.manifest_errors) {
+      (*response->mutable_manifest_errors())[file] = error;
+    }
+    for (const auto& [file, error] : response->manifest_errors()) {
+      response->add_problems(absl::StrCat("manifest '", file, "': ", error));
+    }
+    for (const auto& e : status.store_errors) {
+      response->add_problems(absl::StrCat("unreadable volume record: ", e));
+    }
+  }
+  if (registry_ != nullptr) {
+    for (const auto& p : registry_->List()) {
+      response->set_plugins(response->plugins() + 1);
+      if (!p.healthy()) {
+        response->set_plugins_unhealthy(response->plugins_unhealthy() + 1);
+        response->add_problems(
+            absl::StrCat("plugin '", p.name(), "' is unhealthy: ", p.last_error()));
+      }
+    }
+  }
+  response->set_ready(ready);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ListVolumes(grpc::ServerContext*, const v1::ListVolumesRequest* request,
+                                       v1::ListVolumesResponse* response) {
+  if (reconciler_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "no declared volumes in Kubernetes mode: the kubelet manages them");
+  }
+  const auto wait = std::chrono::milliseconds(std::min<uint32_t>(request->wait_ms(), 60'000));
+  const auto status = request->wait_ms() > 0
+                          ? reconciler_->WaitForChange(request->after_generation(), wait)
+                          : reconciler_->Status();
+  ToProto(status, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ListPlugins(grpc::ServerContext*, const v1::ListPluginsRequest*,
+                                       v1::ListPluginsResponse* response) {
+  if (registry_ == nullptr) {
+    return grpc::Status::OK;
+  }
+  const auto snapshot = registry_->Snapshot();
+  *response->mutable_plugins() = snapshot.plugins();
+  *response->mutable_pending() = snapshot.pending();
+  return grpc::Status::OK;
+}
+
+}  // namespace stagehand::agent

@@ -1,0 +1,51 @@
+#pragma once
+
+// The agent API (proto/agent.proto): status, volumes and plugins, read from the reconciler, the
+// plugin registry and the registrar. Thread-safe.
+
+#include <functional>
+#include <string>
+
+#include "proto/agent.grpc.pb.h"
+#include "reconciler/reconciler.h"
+#include "registration/registry.h"
+
+namespace stagehand::agent {
+
+struct AgentInfo {
+  std::string version;
+  std::string mode;
+  std::string node_id;
+  std::string driver_name;
+  std::string manifest_dir;
+};
+
+class AgentService final : public stagehand::agent::v1::Agent::Service {
+ public:
+  // `reconciler` and `registry` may be null (Kubernetes mode); they must outlive the service.
+  AgentService(AgentInfo info, reconciler::Reconciler* reconciler,
+               const registration::Registry* registry,
+               std::function<state::v1::RegistrarState()> registrar)
+      : info_(std::move(info)),
+        reconciler_(reconciler),
+        registry_(registry),
+        registrar_(std::move(registrar)) {}
+
+  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
+                         v1::AgentStatus* response) override;
+  grpc::Status ListVolumes(grpc::ServerContext* context, const v1::ListVolumesRequest* request,
+                           v1::ListVolumesResponse* response) override;
+  grpc::Status ListPlugins(grpc::ServerContext* context, const v1::ListPluginsRequest* request,
+                           v1::ListPluginsResponse* response) override;
+
+ private:
+  AgentInfo info_;
+  reconciler::Reconciler* reconciler_;
+  const registration::Registry* registry_;
+  std::function<state::v1::RegistrarState()> registrar_;
+};
+
+// The agent-API view of a reconciler status.
+void ToProto(const reconciler::ReconcilerStatus& status, v1::ListVolumesResponse* out);
+
+}  // namespace stagehand::agent

@@ -1,0 +1,165 @@
+#include "agent/csi_node_client.h"
+
+#include <absl/strings/str_cat.h>
+#include <grpcpp/grpcpp.h>
+
+#include "agent/manifest.h"
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "proto/csi.grpc.pb.h"
+
+namespace stagehand::agent {
+namespace {
+
+using csi::v1::VolumeCapability;
+
+absl::Status FromGrpc(const grpc::Status& s, std::string_view method) {
+  if (s.ok()) {
+    return absl::OkStatus();
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(ToAbsl(method), ": ", s.error_message()));
+}
+
+VolumeCapability::AccessMode::Mode ToCsi(reconciler::AccessMode mode) {
+  using M = VolumeCapability::AccessMode;
+  switch (mode) {
+    case reconciler::AccessMode::kSingleNodeWriter:
+      return M::SINGLE_NODE_WRITER;
+    case reconciler::AccessMode::kSingleNodeReaderOnly:
+      return M::SINGLE_NODE_READER_ONLY;
+    case reconciler::AccessMode::kSingleNodeSingleWriter:
+      return M::SINGLE_NODE_SINGLE_WRITER;
+    case reconciler::AccessMode::kSingleNodeMultiWriter:
+      return M::SINGLE_NODE_MULTI_WRITER;
+    case reconciler::AccessMode::kMultiNodeReaderOnly:
+      return M::MULTI_NODE_READER_ONLY;
+    case reconciler::AccessMode::kMultiNodeSingleWriter:
+      return M::MULTI_NODE_SINGLE_WRITER;
+    case reconciler::AccessMode::kMultiNodeMultiWriter:
+      return M::MULTI_NODE_MULTI_WRITER;
+  }
+  return M::UNKNOWN;
+}
+
+void FillCapability(const reconciler::Capability& cap, VolumeCapability* out) {
+  if (cap.block) {
+    out->mutable_block();
+  } else {
+    auto* mount = out->mutable_mount();
+    mount->set_fs_type(cap.fs_type);
+    for (const auto& f : cap.mount_flags) {
+      mount->add_mount_flags(f);
+    }
+  }
+  out->mutable_access_mode()->set_mode(ToCsi(cap.access_mode));
+}
+
+std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  // A driver that restarts briefly is waited for, within the deadline.
+  context->set_wait_for_ready(true);
+  return context;
+}
+
+}  // namespace
+
+CsiNodeClient::CsiNodeClient(std::string endpoint) : endpoint_(std::move(endpoint)) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(absl::StrCat("unix:", endpoint_),
+                                       grpc::InsecureChannelCredentials(), args);
+}
+
+absl::Status CsiNodeClient::Stage(const reconciler::StageCall& call,
+                                  std::chrono::milliseconds timeout) {
+  SH_RETURN_IF_ERROR(MakeDirs(call.staging_path, 0750));
+  csi::v1::NodeStageVolumeRequest request;
+  request.set_volume_id(call.volume_handle);
+  request.set_staging_target_path(call.staging_path);
+  FillCapability(call.capability, request.mutable_volume_capability());
+  request.mutable_volume_context()->insert(call.volume_context.begin(), call.volume_context.end());
+  request.mutable_publish_context()->insert(call.publish_context.begin(),
+                                            call.publish_context.end());
+  if (!call.secrets_file.empty()) {
+    auto secrets = LoadSecretsFile(call.secrets_file);
+    if (!secrets.ok()) {
+      return WithContext(secrets.status(), "secretsFile");
+    }
+    request.mutable_secrets()->insert(secrets->begin(), secrets->end());
+  }
+  csi::v1::Node::Stub stub(channel_);
+  csi::v1::NodeStageVolumeResponse response;
+  auto context = Context(timeout);
+  return FromGrpc(stub.NodeStageVolume(context.get(), request, &response), "NodeStageVolume");
+}
+
+absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
+                                    const std::string& staging_path,
+                                    std::chrono::milliseconds timeout) {
+  csi::v1::NodeUnstageVolumeRequest request;
+  request.set_volume_id(volume_handle);
+  request.set_staging_target_path(staging_path);
+  csi::v1::Node::Stub stub(channel_);
+  csi::v1::NodeUnstageVolumeResponse response;
+  auto context = Context(timeout);
+  return FromGrpc(stub.NodeUnstageVolume(context.get(), request, &response), "NodeUnstageVolume");
+}
+
+absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
+                                    std::chrono::milliseconds timeout) {
+  SH_RETURN_IF_ERROR(MakeDirs(ParentDir(call.target_path), 0750));
+  csi::v1::NodePublishVolumeRequest request;
+  request.set_volume_id(call.volume_handle);
+  request.set_staging_target_path(call.staging_path);
+  request.set_target_path(call.target_path);
+  request.set_readonly(call.read_only);
+  FillCapability(call.capability, request.mutable_volume_capability());
+  request.mutable_volume_context()->insert(call.volume_context.begin(), call.volume_context.end());
+  request.mutable_publish_context()->insert(call.publish_context.begin(),
+                                            call.publish_context.end());
+  csi::v1::Node::Stub stub(channel_);
+  csi::v1::NodePublishVolumeResponse response;
+  auto context = Context(timeout);
+  return FromGrpc(stub.NodePublishVolume(context.get(), request, &response), "NodePublishVolume");
+}
+
+absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
+                                      const std::string& target_path,
+                                      std::chrono::milliseconds timeout) {
+  csi::v1::NodeUnpublishVolumeRequest request;
+  request.set_volume_id(volume_handle);
+  request.set_target_path(target_path);
+  csi::v1::Node::Stub stub(channel_);
+  csi::v1::NodeUnpublishVolumeResponse response;
+  auto context = Context(timeout);
+  return FromGrpc(stub.NodeUnpublishVolume(context.get(), request, &response),
+                  "NodeUnpublishVolume");
+}
+
+absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> RegistryDriverDirectory::Find(
+    const std::string& driver) {
+  auto plugin = registry_.Find(driver);
+  if (!plugin) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("driver '", driver,
+                     "' is not registered (no healthy registration socket "
+                     "for it in the registration directory)"));
+  }
+  if (!plugin->healthy()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("driver '", driver, "' is unhealthy: ", plugin->last_error()));
+  }
+  std::lock_guard lock(mu_);
+  auto& client = clients_[driver];
+  if (!client || client->endpoint() != plugin->endpoint()) {
+    client = std::make_shared<CsiNodeClient>(plugin->endpoint());
+  }
+  return std::static_pointer_cast<reconciler::NodeClient>(client);
+}
+
+}  // namespace stagehand::agent

@@ -1,0 +1,52 @@
+#pragma once
+
+// The reconciler's NodeClient over CSI gRPC to a driver's unix socket, and the DriverDirectory
+// that hands out clients for the drivers the plugin registry holds (registered and healthy).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <grpcpp/channel.h>
+
+#include "reconciler/node_client.h"
+#include "registration/registry.h"
+
+namespace stagehand::agent {
+
+class CsiNodeClient final : public reconciler::NodeClient {
+ public:
+  // `endpoint`: the driver's CSI socket path.
+  explicit CsiNodeClient(std::string endpoint);
+
+  // Creates the staging directory (the CO's duty), loads the secrets file, calls NodeStageVolume.
+  absl::Status Stage(const reconciler::StageCall& call, std::chrono::milliseconds timeout) override;
+  absl::Status Unstage(const std::string& volume_handle, const std::string& staging_path,
+                       std::chrono::milliseconds timeout) override;
+  // Creates the target's parent directory (the CO's duty), calls NodePublishVolume.
+  absl::Status Publish(const reconciler::PublishCall& call,
+                       std::chrono::milliseconds timeout) override;
+  absl::Status Unpublish(const std::string& volume_handle, const std::string& target_path,
+                         std::chrono::milliseconds timeout) override;
+
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::string endpoint_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+class RegistryDriverDirectory final : public reconciler::DriverDirectory {
+ public:
+  explicit RegistryDriverDirectory(const registration::Registry& registry) : registry_(registry) {}
+
+  absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> Find(const std::string& driver) override;
+
+ private:
+  const registration::Registry& registry_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<CsiNodeClient>> clients_;  // By driver name.
+};
+
+}  // namespace stagehand::agent
