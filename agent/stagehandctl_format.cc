@@ -183,9 +183,9 @@ std::string FormatVolumes(const agent::v1::ListVolumesResponse& r, size_t max_wi
   }
   Table t({"NAME", "DRIVER", "PHASE", "TARGETS", "ATTEMPTS", "LAST ERROR / BLOCKED"});
   for (const auto& v : r.volumes()) {
-    const auto published =
-        std::count_if(v.targets().begin(), v.targets().end(),
-                      [](const agent::v1::VolumeTarget& t) { return t.state() == "published"; });
+    const auto published = std::count_if(
+        v.targets().begin(), v.targets().end(),
+        [](const agent::v1::VolumeTarget& target) { return target.state() == "published"; });
     t.AddRow({v.name(), OrDash(v.driver()), OrDash(v.phase()),
               absl::StrCat(published, "/", v.targets_size()), absl::StrCat(v.attempts()),
               VolumeProblem(v)});

@@ -34,19 +34,28 @@ struct TaskDeleter {
 struct Step {
   bool done = false;
   int status = 0;
+  std::string error;                      // iscsi_get_error() when the callback reported a failure.
   std::vector<DiscoveredTarget> targets;  // Discovery only.
 };
 
-void OnStep(iscsi_context*, int status, void*, void* private_data) {
-  auto* step = static_cast<Step*>(private_data);
+// libiscsi overwrites its error text when iscsi_service() then fails as well, so the callback
+// keeps the first, more specific one.
+void Finish(iscsi_context* ctx, int status, Step* step) {
   step->done = true;
   step->status = status;
+  if (status != SCSI_STATUS_GOOD) {
+    const char* error = iscsi_get_error(ctx);
+    step->error = error != nullptr ? error : "";
+  }
 }
 
-void OnDiscovery(iscsi_context*, int status, void* command_data, void* private_data) {
+void OnStep(iscsi_context* ctx, int status, void*, void* private_data) {
+  Finish(ctx, status, static_cast<Step*>(private_data));
+}
+
+void OnDiscovery(iscsi_context* ctx, int status, void* command_data, void* private_data) {
   auto* step = static_cast<Step*>(private_data);
-  step->done = true;
-  step->status = status;
+  Finish(ctx, status, step);
   if (status != SCSI_STATUS_GOOD) {
     return;
   }
@@ -84,11 +93,11 @@ absl::Status Run(iscsi_context* ctx, const std::string& what, int timeout_second
       return ErrnoStatus(errno, absl::StrCat(what, ": poll"));
     }
     if (iscsi_service(ctx, n > 0 ? pfd.revents : 0) < 0) {
-      return iscsi::MapLibiscsiError(what, iscsi_get_error(ctx));
+      return iscsi::MapLibiscsiError(what, step.error.empty() ? iscsi_get_error(ctx) : step.error);
     }
   }
   if (step.status != SCSI_STATUS_GOOD) {
-    return iscsi::MapLibiscsiError(what, iscsi_get_error(ctx));
+    return iscsi::MapLibiscsiError(what, step.error.empty() ? iscsi_get_error(ctx) : step.error);
   }
   return absl::OkStatus();
 }
