@@ -1,6 +1,8 @@
 #include "agent/agent_service.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <absl/strings/str_cat.h>
 #include <absl/time/clock.h>
@@ -104,9 +106,16 @@ grpc::Status AgentService::ListVolumes(grpc::ServerContext*, const v1::ListVolum
                         "no declared volumes in Kubernetes mode: the kubelet manages them");
   }
   const auto wait = std::chrono::milliseconds(std::min<uint32_t>(request->wait_ms(), 60'000));
-  const auto status = request->wait_ms() > 0
-                          ? reconciler_->WaitForChange(request->after_generation(), wait)
-                          : reconciler_->Status();
+  auto status = reconciler_->Status();
+  if (request->wait_ms() > 0 && status.generation <= request->after_generation()) {
+    status = reconciler_->WaitForChange(request->after_generation(), wait);
+    if (status.generation > request->after_generation()) {
+      // Changes come in bursts (a thousand manifests at once): answer a watcher at most every
+      // 50 ms, so that watching costs the agent a bounded amount of work.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      status = reconciler_->Status();
+    }
+  }
   ToProto(status, response);
   return grpc::Status::OK;
 }

@@ -129,7 +129,9 @@ absl::Status ManifestVolumeStore::Save(const reconciler::ActualVolume& volume) {
   const std::string path = RecordPath(volume.name);
   SH_RETURN_IF_ERROR(MakeDirs(ParentDir(path), 0700));
   SH_ASSIGN_OR_RETURN(std::string json, Json(ToRecord(volume)));
-  SH_RETURN_IF_ERROR(WriteFileAtomically(path, json, 0600));
+  // Atomic but not fsynced: after a power loss nothing is mounted any more, and a record that
+  // is lost or stale is reconciled against the mount table like any uncertain state.
+  SH_RETURN_IF_ERROR(WriteFileAtomically(path, json, 0600, Durability::kAtomicOnly));
   if (!volume.staging_path.empty()) {
     const std::string vol_data = JoinPath(ParentDir(volume.staging_path), "vol_data.json");
     if (access(vol_data.c_str(), F_OK) != 0) {
@@ -139,7 +141,7 @@ absl::Status ManifestVolumeStore::Save(const reconciler::ActualVolume& volume) {
       data.set_volume_name(volume.name);
       SH_RETURN_IF_ERROR(MakeDirs(ParentDir(volume.staging_path), 0750));
       SH_ASSIGN_OR_RETURN(std::string vol_json, Json(data));
-      SH_RETURN_IF_ERROR(WriteFileAtomically(vol_data, vol_json, 0600));
+      SH_RETURN_IF_ERROR(WriteFileAtomically(vol_data, vol_json, 0600, Durability::kAtomicOnly));
     }
   }
   return absl::OkStatus();

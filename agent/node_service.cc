@@ -649,7 +649,8 @@ grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
   for (auto type :
        {NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME,
         NodeServiceCapability::RPC::GET_VOLUME_STATS, NodeServiceCapability::RPC::VOLUME_CONDITION,
-        NodeServiceCapability::RPC::SINGLE_NODE_MULTI_WRITER}) {
+        NodeServiceCapability::RPC::SINGLE_NODE_MULTI_WRITER,
+        NodeServiceCapability::RPC::EXPAND_VOLUME}) {
     resp->add_capabilities()->mutable_rpc()->set_type(type);
   }
   return grpc::Status::OK;

@@ -37,7 +37,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return out;
 }
 
-absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
+                                 Durability durability) {
   const std::string tmp = absl::StrCat(path, ".tmp");
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd) {
@@ -57,16 +58,18 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
     }
     done += static_cast<size_t>(n);
   }
-  if (fsync(fd.Get()) != 0) {
+  if (durability == Durability::kSynced && fsync(fd.Get()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("fsync '", tmp, "'"));
   }
   fd.Reset();
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("rename '", tmp, "'"));
   }
-  UniqueFd dir(open(ParentDir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir) {
-    (void)fsync(dir.Get());
+  if (durability == Durability::kSynced) {
+    UniqueFd dir(open(ParentDir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir) {
+      (void)fsync(dir.Get());
+    }
   }
   return absl::OkStatus();
 }

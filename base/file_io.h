@@ -14,10 +14,16 @@ namespace stagehand {
 // Reads the whole file. NotFound if it does not exist.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
-// Writes `content` to `path` through a temp file in the same directory, fsyncs it, renames it
-// over `path` and fsyncs the directory, so a crash leaves either the old or the new content.
-// The file is created with `mode` (not subject to umask).
-absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode);
+enum class Durability {
+  kSynced,      // fsync the file and its directory: survives a power loss.
+  kAtomicOnly,  // No fsync: survives a process crash (old or new content), not a power loss.
+};
+
+// Writes `content` to `path` through a temp file in the same directory and renames it over
+// `path`, so a crash leaves either the old or the new content; with kSynced the file and the
+// directory are fsynced too. The file is created with `mode` (not subject to umask).
+absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
+                                 Durability durability = Durability::kSynced);
 
 // Creates `path` and missing parents with `mode`. OK if it already exists as a directory.
 absl::Status MakeDirs(const std::string& path, mode_t mode);

@@ -153,8 +153,7 @@ void Stop(pid_t pid, int sig) {
 }
 
 // Long-polls the agent until it is ready and `published` volumes are published.
-bool WaitPublished(stagehand::agent::v1::Agent::Stub& agent, int published,
-                   bool empty = false) {
+bool WaitPublished(stagehand::agent::v1::Agent::Stub& agent, int published, bool empty = false) {
   uint64_t generation = 0;
   const auto deadline = Clock::now() + std::chrono::minutes(5);
   while (Clock::now() < deadline) {

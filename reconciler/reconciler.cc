@@ -123,7 +123,9 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
   if (auto old = name_of_file_.find(file); old != name_of_file_.end() && old->second != spec.name) {
     desired_.erase(old->second);
     file_of_name_.erase(old->second);
+    MarkDirty(old->second);
   }
+  MarkDirty(spec.name);
   name_of_file_[file] = spec.name;
   file_of_name_[spec.name] = file;
   manifest_errors_.erase(file);
@@ -135,12 +137,14 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
 void Reconciler::ReportManifestError(const std::string& file, const std::string& error) {
   std::lock_guard lock(mu_);
   manifest_errors_[file] = error;
+  MarkAllDirty();  // Rare; the volume of a file without a good spec is found by its record.
   Changed();
 }
 
 void Reconciler::RemoveManifest(const std::string& file) {
   std::lock_guard lock(mu_);
   manifest_errors_.erase(file);
+  MarkAllDirty();  // A file that was only broken protected a volume known by its record.
   if (auto it = name_of_file_.find(file); it != name_of_file_.end()) {
     desired_.erase(it->second);
     file_of_name_.erase(it->second);
@@ -152,12 +156,22 @@ void Reconciler::RemoveManifest(const std::string& file) {
 void Reconciler::DesiredComplete() {
   std::lock_guard lock(mu_);
   desired_complete_ = true;
+  MarkAllDirty();
   Changed();
 }
 
 void Reconciler::Poke() {
   std::lock_guard lock(mu_);
+  MarkAllDirty();
   Changed();
+}
+
+void Reconciler::MarkDirty(const std::string& name) {
+  dirty_names_.insert(name);
+}
+
+void Reconciler::MarkAllDirty() {
+  plan_all_ = true;
 }
 
 void Reconciler::Changed() {
@@ -180,42 +194,56 @@ void Reconciler::Loop(const std::stop_token& token) {
   while (!token.stop_requested()) {
     if (clock_.Now() >= next_resync_) {
       VerifyMounts();
+      MarkAllDirty();
       next_resync_ = clock_.Now() + options_.resync_period;
     }
     dirty_ = false;
-    std::optional<Clock::TimePoint> wake = PlanAll();
+    PlanDirty();
     if (desired_complete_ && !ready_) {
       ready_ = true;
       ++generation_;
       changed_cv_.notify_all();
     }
     Clock::TimePoint until = next_resync_;
-    if (wake && *wake < until) {
-      until = *wake;
+    if (!timers_.empty() && timers_.begin()->first < until) {
+      until = timers_.begin()->first;
     }
     const auto delay = std::max(until - clock_.Now(), Clock::TimePoint::duration::zero());
     cv_.wait_for(lock, token, delay, [this] { return dirty_; });
   }
 }
 
-std::optional<Clock::TimePoint> Reconciler::PlanAll() {
-  std::optional<Clock::TimePoint> wake;
-  std::vector<std::string> forget;
-  for (auto& [name, entry] : entries_) {
-    PlanOne(name, entry, wake);
-    if (!entry.in_flight && !entry.actual && !desired_.contains(name)) {
-      forget.push_back(name);
+void Reconciler::PlanDirty() {
+  const auto now = clock_.Now();
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    dirty_names_.insert(timers_.begin()->second);
+    timers_.erase(timers_.begin());
+  }
+  std::vector<std::string> names;
+  if (plan_all_) {
+    for (const auto& [name, entry] : entries_) {
+      names.push_back(name);
+    }
+    timers_.clear();  // Every waiting volume is planned now and re-arms its timer.
+  } else {
+    names.assign(dirty_names_.begin(), dirty_names_.end());
+  }
+  plan_all_ = false;
+  dirty_names_.clear();
+  for (const auto& name : names) {
+    auto it = entries_.find(name);
+    if (it == entries_.end()) {
+      continue;
+    }
+    PlanOne(name, it->second);
+    if (!it->second.in_flight && !it->second.actual && !desired_.contains(name)) {
+      entries_.erase(it);
+      ++generation_;
     }
   }
-  for (const auto& name : forget) {
-    entries_.erase(name);
-    ++generation_;
-  }
-  return wake;
 }
 
-void Reconciler::PlanOne(const std::string& name, Entry& entry,
-                         std::optional<Clock::TimePoint>& wake) {
+void Reconciler::PlanOne(const std::string& name, Entry& entry) {
   if (entry.in_flight) {
     return;
   }
@@ -254,10 +282,7 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry,
     entry.next_retry.reset();
   }
   if (!entry.schedule->Due()) {
-    const auto at = entry.schedule->next_attempt();
-    if (!wake || at < *wake) {
-      wake = at;
-    }
+    timers_.emplace(entry.schedule->next_attempt(), name);
     return;
   }
   const std::string& driver = spec != nullptr ? spec->driver : actual->driver;
@@ -308,6 +333,7 @@ void Reconciler::VerifyMounts() {
       a.stage = StageState::kUncertain;
       ++generation_;
     }
+    // (The caller re-plans every volume after this check.)
     for (auto& t : a.targets) {
       if (t.state == PublishState::kPublished && !mounted->contains(t.target_path)) {
         spdlog::warn("volume '{}': mount at '{}' disappeared; publishing again", name,
@@ -333,6 +359,7 @@ void Reconciler::Work(const std::stop_token& token) {
     lock.lock();
     Entry& entry = EntryFor(task.name);
     entry.in_flight = false;
+    MarkDirty(task.name);
     entry.actual = std::move(result.actual);
     const std::string op = OpKindName(task.op.kind);
     const std::string where = task.op.target_path.empty() ? "" : " '" + task.op.target_path + "'";

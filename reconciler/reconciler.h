@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,10 +141,13 @@ class Reconciler {
 
   void Loop(const std::stop_token& token);
   void Work(const std::stop_token& token);
-  // REQUIRES: mu_ held. Plans every volume; returns when the loop must wake next.
-  std::optional<Clock::TimePoint> PlanAll();
-  void PlanOne(const std::string& name, Entry& entry, std::optional<Clock::TimePoint>& wake);
-  void VerifyMounts();  // REQUIRES: mu_ held.
+  // REQUIRES: mu_ held. Plans the volumes marked dirty (all of them after Poke, resync or
+  // DesiredComplete) and those whose backoff has passed.
+  void PlanDirty();
+  void PlanOne(const std::string& name, Entry& entry);
+  void MarkDirty(const std::string& name);  // REQUIRES: mu_ held.
+  void MarkAllDirty();                      // REQUIRES: mu_ held.
+  void VerifyMounts();                      // REQUIRES: mu_ held.
   Result Execute(Task& task);
   Result Stage(Task& task);
   Result Publish(Task& task);
@@ -165,6 +169,9 @@ class Reconciler {
   mutable std::condition_variable_any changed_cv_;  // Status watchers.
   mutable std::condition_variable_any work_cv_;     // Workers.
   bool dirty_ = true;
+  bool plan_all_ = true;
+  std::set<std::string> dirty_names_;
+  std::multimap<Clock::TimePoint, std::string> timers_;  // Backoff expiries.
   bool desired_complete_ = false;
   bool ready_ = false;
   uint64_t generation_ = 1;

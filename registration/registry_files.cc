@@ -27,7 +27,7 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
 absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message,
                            mode_t mode) {
   SH_ASSIGN_OR_RETURN(std::string json, ToJson(message));
-  return WriteFileAtomically(path, json, mode);
+  return WriteFileAtomically(path, json, mode, Durability::kAtomicOnly);  // Status, not state.
 }
 
 state::v1::CsiNode ToCsiNode(const std::string& node_name,

@@ -301,8 +301,14 @@ TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   csi::v1::NodeGetInfoResponse info;
   ASSERT_TRUE(stub_->NodeGetInfo(&c2, {}, &info).ok());
 
-  EXPECT_EQ(caps.capabilities(0).rpc().type(),
-            csi::v1::NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME);
+  std::vector<csi::v1::NodeServiceCapability::RPC::Type> types;
+  for (const auto& c : caps.capabilities()) {
+    types.push_back(c.rpc().type());
+  }
+  using Rpc = csi::v1::NodeServiceCapability::RPC;
+  EXPECT_THAT(types, ::testing::UnorderedElementsAre(
+                         Rpc::STAGE_UNSTAGE_VOLUME, Rpc::GET_VOLUME_STATS, Rpc::VOLUME_CONDITION,
+                         Rpc::SINGLE_NODE_MULTI_WRITER, Rpc::EXPAND_VOLUME));
   EXPECT_EQ(info.node_id(), "node-1");
   EXPECT_EQ(info.max_volumes_per_node(), 2);
 }
