@@ -120,6 +120,19 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
     Changed();
     return;
   }
+  // Two names for one volume would share its staging path: unstaging one would pull the
+  // filesystem out from under the other.
+  for (const auto& [other_name, other] : desired_) {
+    if (other_name != spec.name && file_of_name_[other_name] != file &&
+        other.driver == spec.driver && other.volume_handle == spec.volume_handle) {
+      manifest_errors_[file] = absl::StrCat(
+          "volumeHandle '", spec.volume_handle, "' of driver '", spec.driver,
+          "' is already declared as volume '", other_name, "' in '", file_of_name_[other_name],
+          "'; one volume can be declared once (list several targets under `publish`)");
+      Changed();
+      return;
+    }
+  }
   if (auto old = name_of_file_.find(file); old != name_of_file_.end() && old->second != spec.name) {
     desired_.erase(old->second);
     file_of_name_.erase(old->second);
@@ -286,6 +299,25 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry) {
     return;
   }
   const std::string& driver = spec != nullptr ? spec->driver : actual->driver;
+  if (plan.op.kind == OpKind::kStage) {
+    // The same volume under an old name that is still being torn down: let that finish first.
+    const std::string staging =
+        actual != nullptr
+            ? actual->staging_path
+            : StagingPathFor(options_.staging_root, spec->driver, spec->volume_handle);
+    for (const auto& [other_name, other] : entries_) {
+      if (other_name != name && other.actual && other.actual->staging_path == staging) {
+        blocked = absl::StrCat("waiting for volume '", other_name,
+                               "' (the same volume handle) to be torn down");
+        waiting_on_staging_[staging] = name;
+        if (entry.blocked != blocked) {
+          entry.blocked = blocked;
+          ++generation_;
+        }
+        return;  // Its removal wakes us (waiting_on_staging_).
+      }
+    }
+  }
   auto client = drivers_.Find(driver);
   if (!client.ok()) {
     blocked = std::string(client.status().message());
@@ -360,6 +392,13 @@ void Reconciler::Work(const std::stop_token& token) {
     Entry& entry = EntryFor(task.name);
     entry.in_flight = false;
     MarkDirty(task.name);
+    if (!result.actual && task.actual) {
+      if (auto w = waiting_on_staging_.find(task.actual->staging_path);
+          w != waiting_on_staging_.end()) {
+        MarkDirty(w->second);
+        waiting_on_staging_.erase(w);
+      }
+    }
     entry.actual = std::move(result.actual);
     const std::string op = OpKindName(task.op.kind);
     const std::string where = task.op.target_path.empty() ? "" : " '" + task.op.target_path + "'";

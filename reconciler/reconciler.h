@@ -172,6 +172,8 @@ class Reconciler {
   bool plan_all_ = true;
   std::set<std::string> dirty_names_;
   std::multimap<Clock::TimePoint, std::string> timers_;  // Backoff expiries.
+  // Staging path -> the volume waiting for another volume's record of it to go.
+  std::map<std::string, std::string> waiting_on_staging_;
   bool desired_complete_ = false;
   bool ready_ = false;
   uint64_t generation_ = 1;

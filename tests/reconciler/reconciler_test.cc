@@ -75,6 +75,12 @@ class ReconcilerTest : public ::testing::Test {
       status = reconciler_->WaitForChange(status.generation, std::chrono::seconds(1));
     }
     EXPECT_TRUE(predicate(status)) << "condition not reached";
+    if (!predicate(status)) {
+      for (const auto& v : status.volumes) {
+        std::cerr << v.name << " phase=" << v.phase << " blocked=" << v.blocked
+                  << " error=" << v.last_error << "\n";
+      }
+    }
     return status;
   }
 
@@ -351,6 +357,46 @@ TEST_F(ReconcilerTest, TheSameNameInTwoFilesIsAnErrorOnTheSecond) {
 
   EXPECT_THAT(status.manifest_errors.at("b.yaml"), HasSubstr("already declared in 'a.yaml'"));
   EXPECT_FALSE(driver_->published().contains("/srv/b"));
+}
+
+TEST_F(ReconcilerTest, OneVolumeHandleCannotBeDeclaredUnderTwoNames) {
+  StartReconciler();
+  reconciler_->Declare("a.yaml", Spec("v1", {{"/srv/a", false}}));
+  auto twin = Spec("v2", {{"/srv/b", false}});
+  twin.volume_handle = "handle-v1";
+  reconciler_->Declare("b.yaml", twin);
+  reconciler_->DesiredComplete();
+
+  auto status = WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  EXPECT_THAT(status.manifest_errors.at("b.yaml"), HasSubstr("already declared as volume 'v1'"));
+  EXPECT_EQ(Find(status, "v2"), nullptr);
+}
+
+TEST_F(ReconcilerTest, ARenamedVolumeWaitsForItsOldNameToBeTornDown) {
+  StartReconciler();
+  reconciler_->Declare("a.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+  driver_->FailNext("unpublish", absl::UnavailableError("busy"));
+
+  // Same file, same handle, new name: the old name is torn down, then the new one staged.
+  auto renamed = Spec("v9", {{"/srv/a", false}});
+  renamed.volume_handle = "handle-v1";
+  reconciler_->Declare("a.yaml", renamed);
+  WaitUntil([](const auto& s) {
+    const auto* v = Find(s, "v9");
+    const auto* old = Find(s, "v1");
+    return v != nullptr && v->blocked.find("torn down") != std::string::npos && old != nullptr &&
+           old->attempts == 1 && old->in_flight.empty();
+  });
+  clock_.Advance(std::chrono::seconds(1));
+  reconciler_->Poke();
+  WaitUntil([](const auto& s) { return Phase(s, "v9") == "published" && !Find(s, "v1"); });
+
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a", "unpublish /srv/a",
+                                   "unpublish /srv/a", "unstage " + kStaging, "stage " + kStaging,
+                                   "publish /srv/a"));
 }
 
 TEST_F(ReconcilerTest, ManyVolumesConvergeConcurrently) {
