@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "agent/manifest.h"
+#include "agent/metrics.h"
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "proto/csi.grpc.pb.h"
@@ -65,7 +66,8 @@ std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) 
 
 }  // namespace
 
-CsiNodeClient::CsiNodeClient(std::string endpoint) : endpoint_(std::move(endpoint)) {
+CsiNodeClient::CsiNodeClient(std::string driver, std::string endpoint, OperationMetrics* metrics)
+    : driver_(std::move(driver)), endpoint_(std::move(endpoint)), metrics_(metrics) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -95,7 +97,10 @@ absl::Status CsiNodeClient::Stage(const reconciler::StageCall& call,
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeStageVolumeResponse response;
   auto context = Context(timeout);
-  return FromGrpc(stub.NodeStageVolume(context.get(), request, &response), "NodeStageVolume");
+  const auto start = std::chrono::steady_clock::now();
+  return Timed(
+      "NodeStageVolume", start,
+      FromGrpc(stub.NodeStageVolume(context.get(), request, &response), "NodeStageVolume"));
 }
 
 absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
@@ -137,11 +142,56 @@ absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeUnpublishVolumeResponse response;
   auto context = Context(timeout);
-  return FromGrpc(stub.NodeUnpublishVolume(context.get(), request, &response),
-                  "NodeUnpublishVolume");
+  const auto start = std::chrono::steady_clock::now();
+  return Timed(
+      "NodeUnpublishVolume", start,
+      FromGrpc(stub.NodeUnpublishVolume(context.get(), request, &response), "NodeUnpublishVolume"));
+}
+
+absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
+                                           const std::string& path,
+                                           std::chrono::milliseconds timeout,
+                                           VolumeStatsSample& out) {
+  csi::v1::NodeGetVolumeStatsRequest request;
+  request.set_volume_id(volume_handle);
+  request.set_volume_path(path);
+  csi::v1::Node::Stub stub(channel_);
+  csi::v1::NodeGetVolumeStatsResponse response;
+  auto context = Context(timeout);
+  const auto start = std::chrono::steady_clock::now();
+  SH_RETURN_IF_ERROR(Timed(
+      "NodeGetVolumeStats", start,
+      FromGrpc(stub.NodeGetVolumeStats(context.get(), request, &response), "NodeGetVolumeStats")));
+  for (const auto& usage : response.usage()) {
+    if (usage.unit() == csi::v1::VolumeUsage::BYTES) {
+      out.capacity_bytes = usage.total();
+      out.available_bytes = usage.available();
+      out.used_bytes = usage.used();
+    } else if (usage.unit() == csi::v1::VolumeUsage::INODES) {
+      out.inodes = usage.total();
+      out.inodes_free = usage.available();
+      out.inodes_used = usage.used();
+    }
+  }
+  out.abnormal = response.has_volume_condition() && response.volume_condition().abnormal();
+  return absl::OkStatus();
+}
+
+absl::Status CsiNodeClient::Timed(const char* method, std::chrono::steady_clock::time_point start,
+                                  absl::Status s) {
+  if (metrics_ != nullptr) {
+    metrics_->ObserveCsiCall(driver_, method, s.code(), std::chrono::steady_clock::now() - start);
+  }
+  return s;
 }
 
 absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> RegistryDriverDirectory::Find(
+    const std::string& driver) {
+  SH_ASSIGN_OR_RETURN(auto client, FindCsi(driver));
+  return std::static_pointer_cast<reconciler::NodeClient>(client);
+}
+
+absl::StatusOr<std::shared_ptr<CsiNodeClient>> RegistryDriverDirectory::FindCsi(
     const std::string& driver) {
   auto plugin = registry_.Find(driver);
   if (!plugin) {
@@ -157,9 +207,9 @@ absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> RegistryDriverDirectory:
   std::lock_guard lock(mu_);
   auto& client = clients_[driver];
   if (!client || client->endpoint() != plugin->endpoint()) {
-    client = std::make_shared<CsiNodeClient>(plugin->endpoint());
+    client = std::make_shared<CsiNodeClient>(driver, plugin->endpoint(), metrics_);
   }
-  return std::static_pointer_cast<reconciler::NodeClient>(client);
+  return client;
 }
 
 }  // namespace stagehand::agent

@@ -15,10 +15,13 @@
 
 namespace stagehand::agent {
 
+struct VolumeStatsSample;
+class OperationMetrics;
+
 class CsiNodeClient final : public reconciler::NodeClient {
  public:
-  // `endpoint`: the driver's CSI socket path.
-  explicit CsiNodeClient(std::string endpoint);
+  // `endpoint`: the driver's CSI socket path. `metrics` (may be null) times every call.
+  CsiNodeClient(std::string driver, std::string endpoint, OperationMetrics* metrics = nullptr);
 
   // Creates the staging directory (the CO's duty), loads the secrets file, calls NodeStageVolume.
   absl::Status Stage(const reconciler::StageCall& call, std::chrono::milliseconds timeout) override;
@@ -30,21 +33,34 @@ class CsiNodeClient final : public reconciler::NodeClient {
   absl::Status Unpublish(const std::string& volume_handle, const std::string& target_path,
                          std::chrono::milliseconds timeout) override;
 
+  // NodeGetVolumeStats into `out` (bytes, inodes, condition); errors leave `out` as it is.
+  absl::Status GetVolumeStats(const std::string& volume_handle, const std::string& path,
+                              std::chrono::milliseconds timeout, VolumeStatsSample& out);
+
   const std::string& endpoint() const { return endpoint_; }
 
  private:
+  absl::Status Timed(const char* method, std::chrono::steady_clock::time_point start,
+                     absl::Status s);
+
+  std::string driver_;
   std::string endpoint_;
+  OperationMetrics* metrics_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 
 class RegistryDriverDirectory final : public reconciler::DriverDirectory {
  public:
-  explicit RegistryDriverDirectory(const registration::Registry& registry) : registry_(registry) {}
+  explicit RegistryDriverDirectory(const registration::Registry& registry,
+                                   OperationMetrics* metrics = nullptr)
+      : registry_(registry), metrics_(metrics) {}
 
   absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> Find(const std::string& driver) override;
+  absl::StatusOr<std::shared_ptr<CsiNodeClient>> FindCsi(const std::string& driver);
 
  private:
   const registration::Registry& registry_;
+  OperationMetrics* metrics_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<CsiNodeClient>> clients_;  // By driver name.
 };

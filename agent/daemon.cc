@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <array>
@@ -24,6 +25,7 @@
 #include "agent/initiator_name.h"
 #include "agent/manifest_source.h"
 #include "agent/manifest_volume_store.h"
+#include "agent/metrics.h"
 #include "agent/node_service.h"
 #include "agent/version.h"
 #include "base/file_io.h"
@@ -56,6 +58,57 @@ absl::StatusOr<UniqueFd> LockFile(const std::string& path) {
     return ErrnoStatus(errno, absl::StrCat("flock '", path, "'"));
   }
   return fd;
+}
+
+// sd_notify(3) when run by systemd (NOTIFY_SOCKET set); a no-op otherwise.
+class SystemdNotifier {
+ public:
+  SystemdNotifier() {
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+      watchdog_usec_ = usec;
+    }
+  }
+
+  void Notify(const std::string& state) const { (void)sd_notify(0, state.c_str()); }
+
+  // How long the main loop may sleep: half the watchdog interval, at most 1 s.
+  timespec LoopPeriod() const {
+    uint64_t usec = 1'000'000;
+    if (watchdog_usec_ > 0) {
+      usec = std::min<uint64_t>(usec, watchdog_usec_ / 2);
+    }
+    return {static_cast<time_t>(usec / 1'000'000), static_cast<long>((usec % 1'000'000) * 1000)};
+  }
+
+ private:
+  uint64_t watchdog_usec_ = 0;
+};
+
+// One line for `systemctl status`.
+std::string Summary(const reconciler::Reconciler* reconciler,
+                    const registration::Registry* registry) {
+  std::string out = "serving";
+  if (reconciler != nullptr) {
+    const auto status = reconciler->Status();
+    int published = 0;
+    int failing = 0;
+    for (const auto& v : status.volumes) {
+      published += v.phase == "published" ? 1 : 0;
+      failing += (v.phase == "error" || v.phase == "waiting") ? 1 : 0;
+    }
+    absl::StrAppend(&out, "; ", status.volumes.size(), " volumes, ", published, " published, ",
+                    failing, " failing");
+  }
+  if (registry != nullptr) {
+    int unhealthy = 0;
+    const auto plugins = registry->List();
+    for (const auto& p : plugins) {
+      unhealthy += p.healthy() ? 0 : 1;
+    }
+    absl::StrAppend(&out, "; ", plugins.size(), " plugins, ", unhealthy, " unhealthy");
+  }
+  return out;
 }
 
 // Hands manifest events to the reconciler.
@@ -254,7 +307,8 @@ int RunDaemon(DaemonOptions options) {
   // Standalone: the reconciler keeps the declared volumes staged and published.
   ManifestVolumeStore volume_store(options.state_dir);
   HostMountTable mount_table(mounter);
-  RegistryDriverDirectory directory(registry);
+  OperationMetrics operation_metrics;
+  RegistryDriverDirectory directory(registry, &operation_metrics);
   ReconcilerBridge bridge;
   std::unique_ptr<reconciler::Reconciler> reconciler;
   std::unique_ptr<ManifestSource> manifests;
@@ -264,6 +318,10 @@ int RunDaemon(DaemonOptions options) {
     reconciler_options.call_timeout = options.csi_timeout;
     reconciler_options.max_parallel = options.max_parallel_operations;
     reconciler_options.resync_period = options.resync_period;
+    reconciler_options.on_failure = [&operation_metrics](const std::string& driver,
+                                                         const std::string& operation) {
+      operation_metrics.CountReconcileError(driver, operation);
+    };
     reconciler = std::make_unique<reconciler::Reconciler>(reconciler_options, directory,
                                                           volume_store, mount_table);
     if (auto s = reconciler->Start(); !s.ok()) {
@@ -319,11 +377,88 @@ int RunDaemon(DaemonOptions options) {
                    ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")
                    : "");
 
-  int sig = 0;
-  while (sigwait(&signals, &sig) != 0) {
+  // Metrics and probes.
+  auto collectable = std::make_shared<AgentCollectable>(reconciler.get(),
+                                                        options.watch_plugins ? &registry : nullptr,
+                                                        JoinPath(options.runtime_dir, "sessions"));
+  std::unique_ptr<StatsCollector> stats;
+  if (reconciler) {
+    StatsCollector::Options stats_options;
+    stats_options.period = options.stats_period;
+    stats = std::make_unique<StatsCollector>(stats_options, *reconciler, directory, *collectable);
   }
+  auto readiness = [&]() -> absl::Status {
+    if (reconciler && !reconciler->Status().ready) {
+      return absl::UnavailableError("the first reconcile is not done yet");
+    }
+    if (options.watch_plugins) {
+      auto self = registry.Find(options.driver_name);
+      if (!self || !self->healthy()) {
+        return absl::UnavailableError(absl::StrCat("the built-in driver '", options.driver_name,
+                                                   "' is not registered and healthy yet"));
+      }
+      return absl::OkStatus();
+    }
+    std::lock_guard lock(registrar_mu);
+    if (!registrar_state.registered()) {
+      return absl::UnavailableError(
+          registrar_state.last_error().empty()
+              ? "the kubelet has not registered the built-in driver yet"
+              : absl::StrCat("registration rejected: ", registrar_state.last_error()));
+    }
+    return absl::OkStatus();
+  };
+  auto liveness = [&]() -> absl::Status {
+    if (reconciler) {
+      (void)reconciler->Status();  // Hangs (and the probe times out) if the loop's lock is stuck.
+    }
+    return absl::OkStatus();
+  };
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (!options.metrics_address.empty()) {
+    auto started =
+        MetricsServer::Start(options.metrics_address, {operation_metrics.registry(), collectable},
+                             {liveness, readiness});
+    if (!started.ok()) {
+      spdlog::error("startup failed: {}", started.status());
+      server->Shutdown();
+      return 1;
+    }
+    metrics_server = std::move(*started);
+    spdlog::info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,
+                 metrics_server->port());
+  }
+
+  // systemd: READY once the first reconcile is done, STATUS, WATCHDOG from this loop.
+  const SystemdNotifier notifier;
+  bool ready_sent = false;
+  std::string last_status;
+  int sig = 0;
+  while (true) {
+    if (!ready_sent && (!reconciler || reconciler->Status().ready)) {
+      notifier.Notify("READY=1");
+      ready_sent = true;
+    }
+    const std::string summary =
+        Summary(reconciler.get(), options.watch_plugins ? &registry : nullptr);
+    if (summary != last_status) {
+      notifier.Notify(absl::StrCat("STATUS=", summary));
+      last_status = summary;
+    }
+    if (liveness().ok()) {
+      notifier.Notify("WATCHDOG=1");
+    }
+    timespec wait = notifier.LoopPeriod();
+    sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig > 0) {
+      break;
+    }
+  }
+  notifier.Notify("STOPPING=1");
   spdlog::info("received signal {}, shutting down (volumes stay staged and published)",
                strsignal(sig));
+  metrics_server.reset();
+  stats.reset();
   agent_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   agent_server->Wait();
   (void)RemoveFileIfExists(agent_socket);

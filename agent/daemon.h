@@ -31,6 +31,9 @@ struct DaemonOptions {
   std::chrono::milliseconds csi_timeout{std::chrono::minutes(2)};
   int max_parallel_operations = 8;
   std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
+  // /metrics, /healthz, /readyz; empty = off.
+  std::string metrics_address = "127.0.0.1:9808";
+  std::chrono::milliseconds stats_period{std::chrono::seconds(60)};
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name.

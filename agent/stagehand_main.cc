@@ -55,6 +55,14 @@ int main(int argc, char** argv) {
                  "Operations on different volumes that may run at once")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--metrics-address", o.metrics_address,
+                 "host:port serving /metrics, /healthz and /readyz (empty: off)")
+      ->capture_default_str();
+  double stats_seconds = 60;
+  app.add_option("--stats-period", stats_seconds,
+                 "Seconds between NodeGetVolumeStats rounds over the published volumes (metrics)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   double resync_seconds = 300;
   app.add_option("--resync-period", resync_seconds,
                  "Seconds between the reconciler's safety-net checks of the mount table")
@@ -84,6 +92,7 @@ int main(int argc, char** argv) {
                                 : stagehand::agent::Mode::kStandalone;
   o.csi_timeout = std::chrono::milliseconds(static_cast<int64_t>(csi_timeout_seconds * 1000.0));
   o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000.0));
+  o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(stats_seconds * 1000.0));
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000.0));
   // Logs go to stderr (journald picks them up under systemd); stdout stays free for tools.
   spdlog::set_default_logger(spdlog::stderr_color_mt("stagehand"));

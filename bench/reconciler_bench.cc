@@ -141,7 +141,8 @@ pid_t StartAgent(const std::string& root) {
     freopen(log.c_str(), "a", stderr);
     execl(STAGEHAND_BINARY, STAGEHAND_BINARY, ("--state-dir=" + root + "/state").c_str(),
           ("--runtime-dir=" + root + "/run").c_str(), ("--manifest-dir=" + root + "/m").c_str(),
-          "--log-level=warn", "--max-parallel-operations=16", nullptr);
+          "--log-level=warn", "--max-parallel-operations=16", "--metrics-address=127.0.0.1:0",
+          nullptr);
     _exit(127);
   }
   return pid;

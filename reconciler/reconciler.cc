@@ -408,6 +408,10 @@ void Reconciler::Work(const std::stop_token& token) {
       entry.next_retry.reset();
       spdlog::info("volume '{}': {}{} done", task.name, op, where);
     } else {
+      if (options_.on_failure) {
+        options_.on_failure(
+            task.spec ? task.spec->driver : (task.actual ? task.actual->driver : ""), op);
+      }
       const auto delay = entry.schedule->Failed();
       entry.next_retry = std::chrono::system_clock::now() + delay;
       const std::string error = absl::StrCat(op, where, ": ", result.status.ToString());

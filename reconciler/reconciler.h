@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,8 @@ struct ReconcilerOptions {
   BackoffPolicy backoff;  // 500 ms doubling to 2 min, 20 % jitter.
   int max_parallel = 8;
   std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
+  // Called (under the reconciler's lock: keep it quick) when an operation fails.
+  std::function<void(const std::string& driver, const std::string& operation)> on_failure;
 };
 
 struct TargetStatus {

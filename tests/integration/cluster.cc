@@ -132,6 +132,7 @@ absl::Status StagehandDaemon::Start() {
                                    "--state-dir=" + state_dir(),
                                    "--runtime-dir=" + runtime_dir(),
                                    "--manifest-dir=" + root_ + "/manifests",
+                                   "--metrics-address=127.0.0.1:0",
                                    "--node-id=it-node",
                                    "--log-level=debug"};
   args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());

@@ -532,6 +532,39 @@ ino_t WaitForSocket(const std::string& path, ino_t not_inode = 0) {
   }
 }
 
+// Records IN_CREATE events of one file name in a directory from construction on (a re-created
+// socket may well get the inode number of the one it replaces, so inodes cannot tell).
+class CreationWatch {
+ public:
+  explicit CreationWatch(const std::string& path)
+      : name_(path.substr(path.rfind('/') + 1)), fd_(inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) {
+    inotify_add_watch(fd_.Get(), path.substr(0, path.rfind('/')).c_str(), IN_CREATE);
+  }
+
+  // True once the file has been created again (inotify, no sleeps), false after kWaitSeconds.
+  bool Wait() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      alignas(inotify_event) std::array<char, 4096> buffer{};
+      const ssize_t n = read(fd_.Get(), buffer.data(), buffer.size());
+      for (ssize_t offset = 0; offset < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
+        offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+        if (event->len > 0 && name_ == event->name) {
+          return true;
+        }
+      }
+      pollfd p{fd_.Get(), POLLIN, 0};
+      (void)poll(&p, 1, 1000);
+    }
+    return false;
+  }
+
+ private:
+  std::string name_;
+  UniqueFd fd_;
+};
+
 // The test plays the kubelet: it dials the registration socket in Kubernetes mode, checks what
 // GetInfo says, rejects the registration once (the socket must be re-created) and accepts it.
 TEST_F(DaemonRegistrationTest, KubernetesModeRegistrarAnswersTheKubeletAndRecreatesOnRejection) {
@@ -557,14 +590,15 @@ TEST_F(DaemonRegistrationTest, KubernetesModeRegistrarAnswersTheKubeletAndRecrea
   EXPECT_THAT(info->supported_versions(), ElementsAre("1.0.0"));
   EXPECT_THAT(ValidatePluginInfo(*info), IsOk());
 
+  CreationWatch recreated(socket);
   ASSERT_THAT(NotifyRegistrationStatus(*channel, false, "kubelet: version mismatch",
                                        std::chrono::seconds(5), never.get_token()),
               IsOk());
   state::v1::RegistrarState rejected;
   ASSERT_TRUE(WaitForJson<state::v1::RegistrarState>(
       state_file, [](const auto& r) { return r.rejections() == 1; }, &rejected));
-  const ino_t second_inode = WaitForSocket(socket, first_inode);
-  ASSERT_NE(second_inode, 0u) << "a rejected registrar re-creates its socket";
+  ASSERT_TRUE(recreated.Wait()) << "a rejected registrar re-creates its socket";
+  ASSERT_NE(WaitForSocket(socket), 0u);
   auto again = DialUnix(socket, std::chrono::seconds(10));
   ASSERT_THAT(again.status(), IsOk());
   ASSERT_THAT(

@@ -1,0 +1,366 @@
+#include "agent/metrics.h"
+
+#include <CivetServer.h>
+#include <civetweb.h>
+#include <dirent.h>
+#include <prometheus/exposer.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <random>
+
+#include <absl/strings/str_cat.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/csi_node_client.h"
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "proto/state.pb.h"
+#include "reconciler/reconciler.h"
+#include "registration/registry.h"
+
+namespace stagehand::agent {
+namespace {
+
+// gRPC's own code names, as the kubelet's csi_operations_seconds labels them.
+const char* GrpcCodeName(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return "OK";
+    case absl::StatusCode::kCancelled:
+      return "Canceled";
+    case absl::StatusCode::kUnknown:
+      return "Unknown";
+    case absl::StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case absl::StatusCode::kNotFound:
+      return "NotFound";
+    case absl::StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case absl::StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case absl::StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case absl::StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case absl::StatusCode::kAborted:
+      return "Aborted";
+    case absl::StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case absl::StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case absl::StatusCode::kInternal:
+      return "Internal";
+    case absl::StatusCode::kUnavailable:
+      return "Unavailable";
+    case absl::StatusCode::kDataLoss:
+      return "DataLoss";
+    case absl::StatusCode::kUnauthenticated:
+      return "Unauthenticated";
+    default:
+      return "Unknown";
+  }
+}
+
+prometheus::MetricFamily Gauge(std::string name, std::string help) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Gauge;
+  return f;
+}
+
+void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
+         double value) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.gauge.value = value;
+  f.metric.push_back(std::move(m));
+}
+
+std::atomic<const MetricsServer*> g_server{nullptr};
+
+int BeginRequest(mg_connection* conn) {
+  const MetricsServer* server = g_server.load();
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (server == nullptr || info == nullptr || info->local_uri == nullptr) {
+    return 0;
+  }
+  auto answer = server->Probe(info->local_uri);
+  if (!answer) {
+    return 0;  // /metrics and everything else: the exposer.
+  }
+  const std::string body = answer->second + "\n";
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+            "%zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
+            answer->first, answer->first == 200 ? "OK" : "Service Unavailable", body.size(),
+            body.c_str());
+  return answer->first;
+}
+
+}  // namespace
+
+OperationMetrics::OperationMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  csi_seconds_ = &prometheus::BuildHistogram()
+                      .Name("stagehand_csi_operations_seconds")
+                      .Help("CSI calls made by the agent, by driver, method and gRPC code")
+                      .Register(*registry_);
+  reconcile_errors_ = &prometheus::BuildCounter()
+                           .Name("stagehand_reconcile_errors_total")
+                           .Help("Failed reconciler operations, by driver and operation")
+                           .Register(*registry_);
+}
+
+void OperationMetrics::ObserveCsiCall(const std::string& driver, const std::string& method,
+                                      absl::StatusCode code,
+                                      std::chrono::steady_clock::duration elapsed) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.1, 0.25, 0.5, 1,   2.5, 5,  10,
+                                                                   15,  25,   50,  120, 300, 600};
+  csi_seconds_
+      ->Add({{"driver_name", driver},
+             {"method_name", method},
+             {"grpc_status_code", GrpcCodeName(code)}},
+            kBuckets)
+      .Observe(std::chrono::duration<double>(elapsed).count());
+}
+
+void OperationMetrics::CountReconcileError(const std::string& driver,
+                                           const std::string& operation) {
+  reconcile_errors_->Add({{"driver_name", driver}, {"operation", operation}}).Increment();
+}
+
+AgentCollectable::AgentCollectable(const reconciler::Reconciler* reconciler,
+                                   const registration::Registry* registry, std::string sessions_dir)
+    : reconciler_(reconciler), registry_(registry), sessions_dir_(std::move(sessions_dir)) {}
+
+void AgentCollectable::SetVolumeStats(std::vector<VolumeStatsSample> samples) {
+  std::lock_guard lock(mu_);
+  stats_ = std::move(samples);
+}
+
+std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
+  std::vector<prometheus::MetricFamily> out;
+  if (reconciler_ != nullptr) {
+    auto volumes = Gauge("stagehand_volumes", "Declared volumes by phase");
+    std::map<std::string, int> by_phase = {
+        {"pending", 0}, {"published", 0}, {"staged", 0}, {"error", 0}, {"waiting", 0}};
+    for (const auto& v : reconciler_->Status().volumes) {
+      ++by_phase[v.phase];
+    }
+    for (const auto& [phase, n] : by_phase) {
+      Add(volumes, {{"phase", phase}}, n);
+    }
+    out.push_back(std::move(volumes));
+  }
+  if (registry_ != nullptr) {
+    auto plugins = Gauge("stagehand_plugins", "Registered CSI plugins by health");
+    auto healthy = Gauge("stagehand_plugin_healthy", "1 when the plugin answers Probe");
+    int up = 0;
+    int down = 0;
+    for (const auto& p : registry_->List()) {
+      (p.healthy() ? up : down)++;
+      Add(healthy, {{"driver_name", p.name()}}, p.healthy() ? 1 : 0);
+    }
+    Add(plugins, {{"health", "healthy"}}, up);
+    Add(plugins, {{"health", "unhealthy"}}, down);
+    out.push_back(std::move(plugins));
+    out.push_back(std::move(healthy));
+  }
+  // Userspace iSCSI sessions of the built-in driver, from their status files.
+  auto sessions = Gauge("stagehand_iscsi_sessions", "Userspace iSCSI sessions by state");
+  auto reconnects = Gauge("stagehand_iscsi_session_reconnects",
+                          "Reconnects of the current userspace iSCSI sessions, summed");
+  auto mismatches = Gauge("stagehand_iscsi_identity_mismatches",
+                          "Sessions failed closed because the LUN identity changed");
+  std::map<std::string, int> by_state = {
+      {"UP", 0}, {"RECONNECTING", 0}, {"STARTING", 0}, {"IDENTITY_MISMATCH", 0}, {"FAILED", 0}};
+  double reconnect_sum = 0;
+  if (DIR* d = opendir(sessions_dir_.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') {
+        continue;
+      }
+      auto raw = ReadFileToString(JoinPath(JoinPath(sessions_dir_, e->d_name), "status"));
+      state::v1::SessionStatus status;
+      if (!raw.ok() || !status.ParseFromString(*raw)) {
+        continue;
+      }
+      ++by_state[state::v1::SessionStatus::State_Name(status.state())];
+      reconnect_sum += static_cast<double>(status.reconnects());
+    }
+    closedir(d);
+  }
+  for (const auto& [name, n] : by_state) {
+    Add(sessions, {{"state", name}}, n);
+  }
+  Add(reconnects, {}, reconnect_sum);
+  Add(mismatches, {}, by_state["IDENTITY_MISMATCH"]);
+  out.push_back(std::move(sessions));
+  out.push_back(std::move(reconnects));
+  out.push_back(std::move(mismatches));
+
+  // Volume stats, named like the kubelet's.
+  std::lock_guard lock(mu_);
+
+  struct Field {
+    const char* name;
+    const char* help;
+    int64_t VolumeStatsSample::*member;
+  };
+
+  static const Field kFields[] = {
+      {"stagehand_volume_stats_capacity_bytes", "Capacity in bytes of the volume",
+       &VolumeStatsSample::capacity_bytes},
+      {"stagehand_volume_stats_available_bytes", "Available bytes in the volume",
+       &VolumeStatsSample::available_bytes},
+      {"stagehand_volume_stats_used_bytes", "Used bytes in the volume",
+       &VolumeStatsSample::used_bytes},
+      {"stagehand_volume_stats_inodes", "Maximum number of inodes in the volume",
+       &VolumeStatsSample::inodes},
+      {"stagehand_volume_stats_inodes_free", "Free inodes in the volume",
+       &VolumeStatsSample::inodes_free},
+      {"stagehand_volume_stats_inodes_used", "Used inodes in the volume",
+       &VolumeStatsSample::inodes_used},
+  };
+  for (const auto& field : kFields) {
+    auto f = Gauge(field.name, field.help);
+    for (const auto& s : stats_) {
+      if (s.*field.member >= 0) {
+        Add(f, {{"driver_name", s.driver}, {"volume", s.volume}, {"target", s.target}},
+            static_cast<double>(s.*field.member));
+      }
+    }
+    out.push_back(std::move(f));
+  }
+  auto abnormal = Gauge("stagehand_volume_stats_health_status_abnormal",
+                        "1 when the driver reports the volume condition abnormal");
+  for (const auto& s : stats_) {
+    Add(abnormal, {{"driver_name", s.driver}, {"volume", s.volume}, {"target", s.target}},
+        s.abnormal ? 1 : 0);
+  }
+  out.push_back(std::move(abnormal));
+  return out;
+}
+
+StatsCollector::StatsCollector(Options options, const reconciler::Reconciler& reconciler,
+                               RegistryDriverDirectory& drivers, AgentCollectable& sink)
+    : options_(options), reconciler_(reconciler), drivers_(drivers), sink_(sink) {
+  loop_ = std::jthread([this](const std::stop_token& token) {
+    std::mt19937_64 random(std::random_device{}());
+    std::uniform_real_distribution<double> jitter(0.9, 1.1);
+    std::mutex mu;
+    std::condition_variable_any cv;
+    // The first round soon after start, then every period.
+    auto delay = std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
+    while (!token.stop_requested()) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, token, delay, [] { return false; });
+      }
+      if (token.stop_requested()) {
+        return;
+      }
+      CollectOnce();
+      delay = std::chrono::milliseconds(
+          static_cast<int64_t>(static_cast<double>(options_.period.count()) * jitter(random)));
+    }
+  });
+}
+
+StatsCollector::~StatsCollector() {
+  loop_.request_stop();
+  if (loop_.joinable()) {
+    loop_.join();
+  }
+}
+
+void StatsCollector::CollectOnce() {
+  std::vector<VolumeStatsSample> work;
+  std::vector<std::string> handles;
+  for (const auto& v : reconciler_.Status().volumes) {
+    for (const auto& t : v.targets) {
+      if (t.state == "published") {
+        VolumeStatsSample s;
+        s.driver = v.driver;
+        s.volume = v.name;
+        s.target = t.target_path;
+        work.push_back(std::move(s));
+        handles.push_back(v.volume_handle);
+      }
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < work.size(); i = next++) {
+      auto client = drivers_.FindCsi(work[i].driver);
+      if (!client.ok()) {
+        continue;
+      }
+      if (auto s =
+              (*client)->GetVolumeStats(handles[i], work[i].target, options_.call_timeout, work[i]);
+          !s.ok()) {
+        spdlog::debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;  // Joined at the end of the block.
+    const int n = std::min<int>(options_.concurrency, static_cast<int>(work.size()));
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back(worker);
+    }
+  }
+  sink_.SetVolumeStats(std::move(work));
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
+    Probes probes) {
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  server->probes_ = std::move(probes);
+  static CivetCallbacks callbacks{};
+  callbacks.begin_request = &BeginRequest;
+  try {
+    server->exposer_ = std::make_unique<prometheus::Exposer>(address, 2, &callbacks);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
+  }
+  for (auto& source : sources) {
+    server->exposer_->RegisterCollectable(source);
+  }
+  server->sources_ = std::move(sources);
+  g_server = server.get();
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  g_server = nullptr;
+  exposer_.reset();
+}
+
+int MetricsServer::port() const {
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+std::optional<std::pair<int, std::string>> MetricsServer::Probe(std::string_view path) const {
+  const std::function<absl::Status()>* check = nullptr;
+  if (path == "/healthz") {
+    check = &probes_.live;
+  } else if (path == "/readyz") {
+    check = &probes_.ready;
+  } else {
+    return std::nullopt;
+  }
+  const absl::Status s = *check ? (*check)() : absl::OkStatus();
+  if (s.ok()) {
+    return std::make_pair(200, std::string("ok"));
+  }
+  return std::make_pair(503, std::string(s.message()));
+}
+
+}  // namespace stagehand::agent

@@ -1,0 +1,156 @@
+#pragma once
+
+// What stagehand exports for Prometheus, and the HTTP endpoint that serves it with /healthz and
+// /readyz (prometheus-cpp's exposer; the two probes are answered from civetweb's request hook).
+//
+// - Operation metrics live in a prometheus::Registry: stagehand_csi_operations_seconds
+//   (histogram by driver, method, grpc_status_code, the kubelet's csi_operations_seconds shape)
+//   and stagehand_reconcile_errors_total (by driver, operation).
+// - State is computed at scrape time by AgentCollectable: volumes by phase, plugins by health,
+//   userspace iSCSI sessions by state, their reconnects and identity mismatches, and the last
+//   volume stats gathered by the StatsCollector (stagehand_volume_stats_*, the kubelet's names).
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace stagehand::reconciler {
+class Reconciler;
+}
+
+namespace stagehand::registration {
+class Registry;
+}
+
+namespace stagehand::agent {
+
+class CsiNodeClient;
+class RegistryDriverDirectory;
+
+// Thread-safe.
+class OperationMetrics {
+ public:
+  OperationMetrics();
+
+  void ObserveCsiCall(const std::string& driver, const std::string& method, absl::StatusCode code,
+                      std::chrono::steady_clock::duration elapsed);
+  void CountReconcileError(const std::string& driver, const std::string& operation);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Histogram>* csi_seconds_;
+  prometheus::Family<prometheus::Counter>* reconcile_errors_;
+};
+
+struct VolumeStatsSample {
+  std::string driver;
+  std::string volume;
+  std::string target;
+  int64_t capacity_bytes = -1;  // -1: not reported.
+  int64_t available_bytes = -1;
+  int64_t used_bytes = -1;
+  int64_t inodes = -1;
+  int64_t inodes_free = -1;
+  int64_t inodes_used = -1;
+  bool abnormal = false;
+};
+
+// Builds the state metrics at scrape time. Thread-safe. Pointers may be null (Kubernetes mode has
+// no reconciler or registry); they must outlive the collectable.
+class AgentCollectable final : public prometheus::Collectable {
+ public:
+  AgentCollectable(const reconciler::Reconciler* reconciler, const registration::Registry* registry,
+                   std::string sessions_dir);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  void SetVolumeStats(std::vector<VolumeStatsSample> samples);
+
+ private:
+  const reconciler::Reconciler* reconciler_;
+  const registration::Registry* registry_;
+  std::string sessions_dir_;
+  mutable std::mutex mu_;
+  std::vector<VolumeStatsSample> stats_;
+};
+
+// Calls NodeGetVolumeStats for every published target every `period` (±10 % jitter), at most
+// `concurrency` calls at a time, and hands the samples to the collectable.
+class StatsCollector {
+ public:
+  struct Options {
+    std::chrono::milliseconds period{std::chrono::seconds(60)};
+    int concurrency = 4;
+    std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
+  };
+
+  StatsCollector(Options options, const reconciler::Reconciler& reconciler,
+                 RegistryDriverDirectory& drivers, AgentCollectable& sink);
+  ~StatsCollector();
+  StatsCollector(const StatsCollector&) = delete;
+  StatsCollector& operator=(const StatsCollector&) = delete;
+
+  // One round now (also used by the loop).
+  void CollectOnce();
+
+ private:
+  Options options_;
+  const reconciler::Reconciler& reconciler_;
+  RegistryDriverDirectory& drivers_;
+  AgentCollectable& sink_;
+  std::jthread loop_;
+};
+
+// The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:
+// `ready` (200 with "ok", else 503 with the reason).
+class MetricsServer {
+ public:
+  struct Probes {
+    std::function<absl::Status()> live;
+    std::function<absl::Status()> ready;
+  };
+
+  // `address` is host:port ("127.0.0.1:9808", "[::1]:9808", "0.0.0.0:9808").
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
+      Probes probes);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // The bound port (useful with port 0).
+  int port() const;
+
+  // Answers a probe path; nullopt for other paths. Exposed for tests.
+  std::optional<std::pair<int, std::string>> Probe(std::string_view path) const;
+
+ private:
+  MetricsServer() = default;
+
+  Probes probes_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> sources_;  // The exposer holds weak_ptrs.
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace stagehand::agent
