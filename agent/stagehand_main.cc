@@ -4,10 +4,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
+#include "agent/config_file.h"
 #include "agent/daemon.h"
+#include "agent/logging.h"
 #include "agent/version.h"
 #include "iscsi/session_process.h"
 #include <CLI/CLI.hpp>
@@ -87,6 +86,17 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+  std::string log_format = "auto";
+  app.add_option("--log-format", log_format,
+                 "auto (journald fields when run by systemd, else text), text, json, journal")
+      ->check(CLI::IsMember({"auto", "text", "json", "journal"}))
+      ->capture_default_str();
+  // Every flag above may also come from the config file; flags win.
+  app.set_config("--config", "/etc/stagehand/config.yaml",
+                 "YAML config file: flag names without dashes as keys (ignored when the default "
+                 "does not exist)");
+  app.config_formatter(std::make_shared<stagehand::agent::YamlConfig>(
+      stagehand::agent::LongOptionNames(app, {"config"})));
   CLI11_PARSE(app, argc, argv);
   o.mode = mode == "kubernetes" ? stagehand::agent::Mode::kKubernetes
                                 : stagehand::agent::Mode::kStandalone;
@@ -94,8 +104,7 @@ int main(int argc, char** argv) {
   o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000.0));
   o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(stats_seconds * 1000.0));
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000.0));
-  // Logs go to stderr (journald picks them up under systemd); stdout stays free for tools.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("stagehand"));
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  // Logs go to stderr or the journal; stdout stays free for tools.
+  stagehand::agent::SetUpLogging(log_format, o.log_level);
   return stagehand::agent::RunDaemon(o);
 }
