@@ -50,6 +50,7 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_node_id(info_.node_id);
   response->set_driver_name(info_.driver_name);
   response->set_manifest_dir(info_.manifest_dir);
+  response->set_metrics_port(metrics_port_.load());
   if (registrar_) {
     *response->mutable_registrar() = registrar_();
     if (!response->registrar().last_error().empty()) {

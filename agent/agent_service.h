@@ -3,6 +3,7 @@
 // The agent API (proto/agent.proto): status, volumes and plugins, read from the reconciler, the
 // plugin registry and the registrar. Thread-safe.
 
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -31,6 +32,9 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
         registry_(registry),
         registrar_(std::move(registrar)) {}
 
+  // The bound metrics port, once known.
+  void set_metrics_port(int port) { metrics_port_ = port; }
+
   grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
                          v1::AgentStatus* response) override;
   grpc::Status ListVolumes(grpc::ServerContext* context, const v1::ListVolumesRequest* request,
@@ -43,6 +47,7 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
   reconciler::Reconciler* reconciler_;
   const registration::Registry* registry_;
   std::function<state::v1::RegistrarState()> registrar_;
+  std::atomic<int> metrics_port_{0};
 };
 
 // The agent-API view of a reconciler status.

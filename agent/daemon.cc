@@ -425,6 +425,7 @@ int RunDaemon(DaemonOptions options) {
       return 1;
     }
     metrics_server = std::move(*started);
+    agent_service.set_metrics_port(metrics_server->port());
     spdlog::info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,
                  metrics_server->port());
   }

@@ -1,8 +1,12 @@
 // The standalone agent end to end: manifests in a directory, the reconciler, the built-in iSCSI
 // driver registered through its own registration socket, a real tgtd, real mounts.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +20,8 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "base/subprocess.h"
+#include "base/unique_fd.h"
 #include "proto/agent.grpc.pb.h"
 #include "tests/integration/node_test_base.h"
 
@@ -269,6 +275,101 @@ TEST_F(StandaloneTest, ASecondDriverServesAVolumeFromTheSameAgent) {
   EXPECT_THAT(Leftovers(second_root), ::testing::IsEmpty());
   second->Kill();
   ForceCleanup(second_root);
+}
+
+int FreePort() {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (bind(fd.Get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd.Get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return 0;
+  }
+  return ntohs(address.sin_port);
+}
+
+// A real Prometheus server scraping the agent every second; killed when the test ends.
+class PrometheusServer {
+ public:
+  PrometheusServer(const std::string& dir, int target_port) : port_(FreePort()) {
+    const std::string config = dir + "/prometheus.yml";
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                          << "scrape_configs:\n  - job_name: stagehand\n    static_configs:\n"
+                          << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string log = dir + "/prometheus.log";
+      (void)!freopen(log.c_str(), "a", stderr);
+      execlp("prometheus", "prometheus", ("--config.file=" + config).c_str(),
+             ("--storage.tsdb.path=" + dir + "/tsdb").c_str(),
+             ("--web.listen-address=127.0.0.1:" + std::to_string(port_)).c_str(), nullptr);
+      _exit(127);
+    }
+  }
+
+  ~PrometheusServer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // `promtool query instant` until the result has a sample, or 60 s; returns promtool's output.
+  std::string QueryUntilPresent(const std::string& expr) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::string out;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = RunProcess(
+          {"promtool", "query", "instant", "http://127.0.0.1:" + std::to_string(port_), expr},
+          RunOptions{std::chrono::seconds(10)});
+      out = r.ok() ? r->output : std::string(r.status().message());
+      if (r.ok() && r->exit_code == 0 && out.find("=>") != std::string::npos) {
+        return out;
+      }
+    }
+    return out;
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
+  daemon_->Kill();
+  daemon_ = std::make_unique<StagehandDaemon>(root_, std::vector<std::string>{"--stats-period=1"});
+  ASSERT_TRUE(daemon_->Start().ok());
+  ConnectAgent();
+  AddLun();
+  Declare("data.yaml", Manifest("data", {"app"}));
+  WaitVolumes(PhaseIs("data", "published"));
+  grpc::ClientContext context;
+  agentpb::AgentStatus status;
+  ASSERT_TRUE(agent_->GetStatus(&context, agentpb::GetStatusRequest(), &status).ok());
+  ASSERT_GT(status.metrics_port(), 0);
+
+  PrometheusServer prometheus(root_, status.metrics_port());
+  const std::string up = prometheus.QueryUntilPresent("up{job=\"stagehand\"} == 1");
+  const std::string capacity =
+      prometheus.QueryUntilPresent("stagehand_volume_stats_capacity_bytes{volume=\"data\"}");
+  const std::string published =
+      prometheus.QueryUntilPresent("stagehand_volumes{phase=\"published\"} == 1");
+  const std::string stage_calls = prometheus.QueryUntilPresent(
+      "stagehand_csi_operations_seconds_count{method_name=\"NodeStageVolume\",grpc_status_code="
+      "\"OK\"}");
+
+  EXPECT_THAT(up, HasSubstr("=> 1")) << "the exposition must be valid for Prometheus";
+  EXPECT_THAT(capacity, HasSubstr("target=\"" + root_ + "/app\""));
+  EXPECT_THAT(capacity, HasSubstr("driver_name=\"iscsi.stagehand.dev\""));
+  EXPECT_THAT(capacity, ::testing::Not(HasSubstr("=> 0 ")));
+  EXPECT_THAT(published, HasSubstr("=> 1"));
+  EXPECT_THAT(stage_calls, HasSubstr("=> 1"));
+
+  ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
+  WaitVolumes(Gone("data"));
+  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
 }
 
 }  // namespace

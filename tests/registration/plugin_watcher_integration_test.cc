@@ -2,6 +2,8 @@
 // against test plugins that misbehave on purpose, and real `stagehand` processes registering
 // with each other.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
@@ -22,6 +24,7 @@
 
 #include "base/file_io.h"
 #include "base/unique_fd.h"
+#include "proto/agent.grpc.pb.h"
 #include "registration/plugin_info_validation.h"
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
@@ -532,6 +535,43 @@ ino_t WaitForSocket(const std::string& path, ino_t not_inode = 0) {
   }
 }
 
+// The HTTP status code of GET http://127.0.0.1:<port><path>, or -1.
+int HttpStatus(int port, const std::string& path) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd.Get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    return -1;
+  }
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd.Get(), request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    return -1;
+  }
+  std::array<char, 64> head{};
+  const ssize_t n = read(fd.Get(), head.data(), head.size() - 1);
+  int code = -1;
+  if (n > 0 && std::sscanf(head.data(), "HTTP/%*s %d", &code) == 1) {
+    return code;
+  }
+  return -1;
+}
+
+// The metrics port of the daemon whose runtime dir is `runtime_dir` (agent API).
+int MetricsPort(const std::string& runtime_dir) {
+  auto agent = stagehand::agent::v1::Agent::NewStub(grpc::CreateChannel(
+      "unix:" + runtime_dir + "/agent.sock", grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context.set_wait_for_ready(true);
+  stagehand::agent::v1::AgentStatus status;
+  if (!agent->GetStatus(&context, stagehand::agent::v1::GetStatusRequest(), &status).ok()) {
+    return -1;
+  }
+  return status.metrics_port();
+}
+
 // Records IN_CREATE events of one file name in a directory from construction on (a re-created
 // socket may well get the inode number of the one it replaces, so inodes cannot tell).
 class CreationWatch {
@@ -579,6 +619,12 @@ TEST_F(DaemonRegistrationTest, KubernetesModeRegistrarAnswersTheKubeletAndRecrea
   const ino_t first_inode = WaitForSocket(socket);
   ASSERT_NE(first_inode, 0u);
 
+  const int metrics_port = MetricsPort(first_->runtime_dir());
+  ASSERT_GT(metrics_port, 0);
+  EXPECT_EQ(HttpStatus(metrics_port, "/healthz"), 200);
+  EXPECT_EQ(HttpStatus(metrics_port, "/readyz"), 503)
+      << "not ready before the kubelet registers it";
+
   std::stop_source never;
   auto channel = DialUnix(socket, std::chrono::seconds(10));
   ASSERT_THAT(channel.status(), IsOk());
@@ -608,6 +654,7 @@ TEST_F(DaemonRegistrationTest, KubernetesModeRegistrarAnswersTheKubeletAndRecrea
   ASSERT_TRUE(WaitForJson<state::v1::RegistrarState>(
       state_file, [](const auto& r) { return r.registered(); }, &accepted));
 
+  EXPECT_EQ(HttpStatus(metrics_port, "/readyz"), 200) << "ready once registered";
   EXPECT_FALSE(rejected.registered());
   EXPECT_EQ(rejected.last_error(), "kubelet: version mismatch");
   EXPECT_EQ(rejected.endpoint(), kubelet_path);
