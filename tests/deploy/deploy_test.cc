@@ -374,7 +374,7 @@ TEST(PackagingTest, DefaultConfigIsAFlatMapWithTheDocumentedDefaults) {
   EXPECT_EQ(config["state-dir"].as<std::string>(), "/var/lib/stagehand");
   EXPECT_EQ(config["runtime-dir"].as<std::string>(), "/run/stagehand");
   EXPECT_EQ(config["metrics-address"].as<std::string>(), "127.0.0.1:9808");
-  EXPECT_EQ(config["log-format"].as<std::string>(), "text");
+  EXPECT_EQ(config["log-format"].as<std::string>(), "auto");
   EXPECT_EQ(config["stats-period"].as<int>(), 60);
 }
 
