@@ -653,6 +653,11 @@ ReconcilerStatus Reconciler::Status() const {
   return status;
 }
 
+uint64_t Reconciler::Generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
 ReconcilerStatus Reconciler::WaitForChange(uint64_t generation,
                                            std::chrono::milliseconds timeout) const {
   {

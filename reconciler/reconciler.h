@@ -110,6 +110,8 @@ class Reconciler {
   void Poke();
 
   ReconcilerStatus Status() const;
+  // Bumped on every change of the status; cheap (also a liveness check of the loop's lock).
+  uint64_t Generation() const;
   // Returns the status once its generation exceeds `generation`, or after `timeout`.
   ReconcilerStatus WaitForChange(uint64_t generation, std::chrono::milliseconds timeout) const;
 
