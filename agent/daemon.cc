@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -241,14 +242,17 @@ int RunDaemon(DaemonOptions options) {
   registration::Registry registry;
   registration::RegistryFiles registry_files(options.state_dir, options.node_id, registry);
   std::unique_ptr<registration::PluginWatcher> watcher;
-  std::atomic<reconciler::Reconciler*> reconciler_for_pokes{nullptr};
+  // The reconciler to poke on registry changes; cleared (under the lock) before it is destroyed.
+  std::mutex poke_mu;
+  reconciler::Reconciler* poke_target = nullptr;  // Guarded by poke_mu.
   if (options.watch_plugins) {
-    registry.SetListener([&registry_files, &reconciler_for_pokes] {
+    registry.SetListener([&registry_files, &poke_mu, &poke_target] {
       if (auto s = registry_files.Write(); !s.ok()) {
         spdlog::warn("cannot write the plugin registry files: {}", s);
       }
-      if (reconciler::Reconciler* r = reconciler_for_pokes.load()) {
-        r->Poke();  // Volumes waiting for a driver may proceed.
+      std::lock_guard lock(poke_mu);
+      if (poke_target != nullptr) {
+        poke_target->Poke();  // Volumes waiting for a driver may proceed.
       }
     });
     (void)registry_files.Write();
@@ -263,23 +267,32 @@ int RunDaemon(DaemonOptions options) {
   const std::string registrar_file = JoinPath(options.state_dir, "registrar.json");
   std::mutex registrar_mu;
   state::v1::RegistrarState registrar_state;  // Guarded by registrar_mu; for the agent API.
+  bool registrar_written = false;             // Guarded by registrar_mu.
+  // `initial`: the state right after start, which must not overwrite what a (concurrent)
+  // NotifyRegistrationStatus already recorded. The file is written under the lock too.
+  auto record_registrar_state = [&registrar_mu, &registrar_state, &registrar_written,
+                                 registrar_file, endpoint = registrar_options.endpoint](
+                                    const registration::RegistrarStatus& status, bool initial) {
+    state::v1::RegistrarState record;
+    record.set_socket_path(status.socket_path);
+    record.set_endpoint(endpoint);
+    record.set_notified(status.notified);
+    record.set_registered(status.registered);
+    record.set_last_error(status.last_error);
+    record.set_rejections(status.rejections);
+    std::lock_guard lock(registrar_mu);
+    if (initial && registrar_written) {
+      return;
+    }
+    registrar_written = true;
+    registrar_state = record;
+    if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
+      spdlog::warn("cannot write '{}': {}", registrar_file, s);
+    }
+  };
   auto write_registrar_state =
-      [&registrar_mu, &registrar_state, registrar_file,
-       endpoint = registrar_options.endpoint](const registration::RegistrarStatus& status) {
-        state::v1::RegistrarState record;
-        record.set_socket_path(status.socket_path);
-        record.set_endpoint(endpoint);
-        record.set_notified(status.notified);
-        record.set_registered(status.registered);
-        record.set_last_error(status.last_error);
-        record.set_rejections(status.rejections);
-        {
-          std::lock_guard lock(registrar_mu);
-          registrar_state = record;
-        }
-        if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
-          spdlog::warn("cannot write '{}': {}", registrar_file, s);
-        }
+      [&record_registrar_state](const registration::RegistrarStatus& status) {
+        record_registrar_state(status, /*initial=*/false);
       };
   auto registrar = registration::Registrar::Start(registrar_options, write_registrar_state);
   if (!registrar.ok()) {
@@ -289,7 +302,7 @@ int RunDaemon(DaemonOptions options) {
   }
   spdlog::info("registration socket '{}' advertises endpoint '{}'", (*registrar)->socket_path(),
                registrar_options.endpoint);
-  write_registrar_state((*registrar)->status());
+  record_registrar_state((*registrar)->status(), /*initial=*/true);
 
   if (options.watch_plugins) {
     registration::WatcherOptions watcher_options;
@@ -311,6 +324,11 @@ int RunDaemon(DaemonOptions options) {
   RegistryDriverDirectory directory(registry, &operation_metrics);
   ReconcilerBridge bridge;
   std::unique_ptr<reconciler::Reconciler> reconciler;
+  // Runs before `reconciler` is destroyed, on every return path.
+  absl::Cleanup stop_pokes = [&poke_mu, &poke_target] {
+    std::lock_guard lock(poke_mu);
+    poke_target = nullptr;
+  };
   std::unique_ptr<ManifestSource> manifests;
   if (options.watch_plugins) {
     reconciler::ReconcilerOptions reconciler_options;
@@ -330,7 +348,10 @@ int RunDaemon(DaemonOptions options) {
       return 1;
     }
     bridge.reconciler = reconciler.get();
-    reconciler_for_pokes = reconciler.get();
+    {
+      std::lock_guard lock(poke_mu);
+      poke_target = reconciler.get();
+    }
     auto source = ManifestSource::Start(options.manifest_dir, options.state_dir, bridge);
     if (!source.ok()) {
       spdlog::error("startup failed: manifests: {}", source.status());
@@ -473,7 +494,7 @@ int RunDaemon(DaemonOptions options) {
   agent_server->Wait();
   (void)RemoveFileIfExists(agent_socket);
   manifests.reset();
-  reconciler_for_pokes = nullptr;
+  std::move(stop_pokes).Invoke();
   reconciler.reset();  // Waits for running operations.
   watcher.reset();
   registrar->reset();  // Removes the registration socket.

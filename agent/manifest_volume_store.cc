@@ -1,6 +1,7 @@
 #include "agent/manifest_volume_store.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <absl/strings/str_cat.h>
@@ -99,7 +100,17 @@ std::vector<reconciler::ActualVolume> ManifestVolumeStore::List(std::vector<std:
   }
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (name.starts_with('.') || e->d_type != DT_DIR) {
+    if (name.starts_with('.')) {
+      continue;
+    }
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN) {  // Some filesystems do not fill d_type.
+
+      struct stat st {};
+
+      is_dir = stat(JoinPath(dir, name).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    if (!is_dir) {
       continue;  // The built-in driver's own records are files in the same directory.
     }
     const std::string path = RecordPath(name);

@@ -69,6 +69,12 @@ Plan ComputePlan(const VolumeSpec* desired, const ActualVolume* actual, bool kee
     }
   }
   if (actual == nullptr || actual->stage != StageState::kStaged) {
+    // Never (re)stage under a live publish: a re-stage may replace the device the bind mounts
+    // point at. Unpublish first; the targets are published again after the stage.
+    if (actual != nullptr && !actual->targets.empty()) {
+      const ActualTarget& t = actual->targets.front();
+      return {{OpKind::kUnpublish, t.target_path, t.read_only}, ""};
+    }
     return {{OpKind::kStage, "", false}, ""};
   }
   for (const auto& t : desired->publish) {

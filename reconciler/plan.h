@@ -2,7 +2,8 @@
 
 // The reconciler's decision for one volume, as a pure function of what is declared and what
 // exists: the single next operation that moves the volume towards its declared state. Order:
-// unpublish targets that are no longer declared, stage, publish; and for a volume that is no
+// unpublish targets that are no longer declared, stage (after unpublishing every target if the
+// stage is not certain), publish; and for a volume that is no
 // longer declared, unpublish every target, then unstage.
 
 #include <optional>

@@ -87,11 +87,18 @@ absl::Status Reconciler::Start() {
       if (record.stage != StageState::kStaged) {
         intact = false;
       }
+      bool target_lost = false;
       for (auto& t : record.targets) {
         if (t.state == PublishState::kPublished && !mounted->contains(t.target_path)) {
           t.state = PublishState::kUncertain;
+          target_lost = true;
         }
         intact = intact && t.state == PublishState::kPublished;
+      }
+      // A block volume's staging leaves nothing in the mount table; a lost publish (a reboot)
+      // means its device may be gone or reused, so the stage is not certain either.
+      if (record.capability.block && target_lost && record.stage == StageState::kStaged) {
+        record.stage = StageState::kUncertain;
       }
       intact ? ++adopted : ++repair;
       Entry& entry = EntryFor(record.name);
@@ -133,6 +140,23 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
       return;
     }
   }
+  // Two volumes on one target path would mount over each other.
+  for (const auto& [other_name, other] : desired_) {
+    if (other_name == spec.name || file_of_name_[other_name] == file) {
+      continue;
+    }
+    for (const auto& mine : spec.publish) {
+      for (const auto& theirs : other.publish) {
+        if (mine.target_path == theirs.target_path) {
+          manifest_errors_[file] =
+              absl::StrCat("targetPath '", mine.target_path, "' is already a target of volume '",
+                           other_name, "' in '", file_of_name_[other_name], "'");
+          Changed();
+          return;
+        }
+      }
+    }
+  }
   if (auto old = name_of_file_.find(file); old != name_of_file_.end() && old->second != spec.name) {
     desired_.erase(old->second);
     file_of_name_.erase(old->second);
@@ -142,7 +166,14 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
   name_of_file_[file] = spec.name;
   file_of_name_[spec.name] = file;
   manifest_errors_.erase(file);
-  EntryFor(spec.name);
+  Entry& entry = EntryFor(spec.name);
+  // A renamed manifest: remember the new file, so that a broken file protects the volume.
+  if (entry.actual && !entry.in_flight && entry.actual->manifest_file != file) {
+    entry.actual->manifest_file = file;
+    if (auto s = store_.Save(*entry.actual); !s.ok()) {
+      spdlog::warn("volume '{}': cannot record its new manifest file: {}", spec.name, s);
+    }
+  }
   desired_[spec.name] = std::move(spec);
   Changed();
 }
@@ -284,6 +315,11 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry) {
     if (auto s = store_.Remove(*entry.actual); !s.ok()) {
       spdlog::warn("volume '{}': cannot remove its record: {}", name, s);
       return;
+    }
+    if (auto w = waiting_on_staging_.find(entry.actual->staging_path);
+        w != waiting_on_staging_.end()) {
+      MarkDirty(w->second);
+      waiting_on_staging_.erase(w);
     }
     entry.actual.reset();
     ++generation_;
@@ -537,7 +573,12 @@ Reconciler::Result Reconciler::Unpublish(Task& task) {
   std::erase_if(a.targets,
                 [&](const ActualTarget& x) { return x.target_path == task.op.target_path; });
   if (auto saved = store_.Save(a); !saved.ok()) {
-    return {*task.actual, saved};
+    // Unmounted but not recorded: keep the target as uncertain, so it is unpublished again.
+    ActualVolume kept = *task.actual;
+    if (ActualTarget* lost = kept.FindTarget(task.op.target_path)) {
+      lost->state = PublishState::kUncertain;
+    }
+    return {kept, saved};
   }
   return {a, absl::OkStatus()};
 }

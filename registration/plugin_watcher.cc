@@ -166,8 +166,8 @@ class SocketWorker {
       if (token.stop_requested()) {
         return;
       }
-      auto changed =
-          registry_.SetHealth(path_, probe.ok(), probe.ok() ? "" : std::string(probe.message()));
+      auto changed = registry_.SetHealth(path_, probe.ok(),
+                                         probe.ok() ? "" : std::string(probe.message()), token);
       if (!changed.ok()) {
         spdlog::info(
             "plugin driver='{}' socket='{}' no longer holds its registration; "
@@ -285,6 +285,9 @@ void PluginWatcher::HandleInotify() {
     for (ssize_t offset = 0; offset < n;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if (event->wd != watch_ && (event->mask & IN_Q_OVERFLOW) == 0) {
+        continue;  // A late event of a watch we replaced.
+      }
       if ((event->mask & IN_Q_OVERFLOW) != 0) {
         spdlog::warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
                      options_.registry_dir);

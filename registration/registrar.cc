@@ -166,9 +166,11 @@ void Registrar::Recreate(const std::stop_token& token) {
     status_.notified = false;
     lock.unlock();
     // Shut down outside the lock: in-flight handlers take it.
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    server_->Wait();
-    server_.reset();
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      server_->Wait();
+      server_.reset();
+    }
     const absl::Status served = Serve();
     lock.lock();
     if (!served.ok()) {

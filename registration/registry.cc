@@ -55,10 +55,13 @@ std::optional<RegisteredPlugin> Registry::RemoveBySocket(const std::string& sock
 }
 
 absl::StatusOr<bool> Registry::SetHealth(const std::string& socket_path, bool healthy,
-                                         const std::string& error) {
+                                         const std::string& error, const std::stop_token& token) {
   bool changed = false;
   {
     std::lock_guard lock(mu_);
+    if (token.stop_requested()) {
+      return absl::CancelledError("registration socket removed");
+    }
     RegisteredPlugin* found = nullptr;
     for (auto& [name, plugin] : plugins_) {
       if (plugin.socket_path() == socket_path) {

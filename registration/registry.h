@@ -43,8 +43,10 @@ class Registry {
 
   // Updates the health of the plugin registered through `socket_path`. NotFound when that socket
   // no longer holds a registration (it was replaced or removed). Returns whether health changed.
+  // A stopped `token` (the socket went away) changes nothing: Cancelled.
   absl::StatusOr<bool> SetHealth(const std::string& socket_path, bool healthy,
-                                 const std::string& error);
+                                 const std::string& error,
+                                 const std::stop_token& token = std::stop_token());
 
   // Records a failed handshake of `socket_path`, unless `token` has been stopped.
   void RecordFailure(RegistrationAttempt attempt, const std::stop_token& token);

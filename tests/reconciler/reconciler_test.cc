@@ -274,6 +274,45 @@ TEST_F(ReconcilerTest, ReconstructionRepublishesATargetWhoseMountIsGone) {
   EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a"));
 }
 
+TEST_F(ReconcilerTest, ABlockVolumeThatLostItsPublishIsStagedAgainBeforePublishing) {
+  // After a reboot: the record says staged and published, nothing is mounted, and a block
+  // volume's staging leaves no mount to check.
+  ActualVolume v;
+  v.name = "v1";
+  v.manifest_file = "v1.yaml";
+  v.driver = "d.dev";
+  v.volume_handle = "handle-v1";
+  v.capability.block = true;
+  v.volume_context = {{"iqn", "iqn.x"}};
+  v.staging_path = kStaging;
+  v.stage = StageState::kStaged;
+  v.targets = {{"/srv/a", false, PublishState::kPublished}};
+  ASSERT_THAT(store_.Save(v), IsOk());
+  auto spec = Spec("v1", {{"/srv/a", false}});
+  spec.capability = v.capability;
+
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", spec);
+  reconciler_->DesiredComplete();
+  WaitUntil([this](const auto& s) {
+    return Phase(s, "v1") == "published" && driver_->published().contains("/srv/a");
+  });
+
+  EXPECT_THAT(Calls(), ElementsAre("unpublish /srv/a", "stage " + kStaging, "publish /srv/a"));
+}
+
+TEST_F(ReconcilerTest, TwoVolumesCannotShareATargetPath) {
+  StartReconciler();
+  reconciler_->Declare("a.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->Declare("b.yaml", Spec("v2", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+
+  auto status = WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  EXPECT_THAT(status.manifest_errors.at("b.yaml"), HasSubstr("already a target of volume 'v1'"));
+  EXPECT_EQ(Find(status, "v2"), nullptr);
+}
+
 TEST_F(ReconcilerTest, OrphansAreTornDownOnlyOnceTheManifestsHaveBeenRead) {
   ActualVolume v;
   v.name = "old";
