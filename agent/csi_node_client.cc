@@ -112,7 +112,10 @@ absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeUnstageVolumeResponse response;
   auto context = Context(timeout);
-  return FromGrpc(stub.NodeUnstageVolume(context.get(), request, &response), "NodeUnstageVolume");
+  const auto start = std::chrono::steady_clock::now();
+  return Timed(
+      "NodeUnstageVolume", start,
+      FromGrpc(stub.NodeUnstageVolume(context.get(), request, &response), "NodeUnstageVolume"));
 }
 
 absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
@@ -130,7 +133,10 @@ absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodePublishVolumeResponse response;
   auto context = Context(timeout);
-  return FromGrpc(stub.NodePublishVolume(context.get(), request, &response), "NodePublishVolume");
+  const auto start = std::chrono::steady_clock::now();
+  return Timed(
+      "NodePublishVolume", start,
+      FromGrpc(stub.NodePublishVolume(context.get(), request, &response), "NodePublishVolume"));
 }
 
 absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
