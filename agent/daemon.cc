@@ -17,6 +17,7 @@
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -28,6 +29,8 @@
 #include "agent/manifest_volume_store.h"
 #include "agent/metrics.h"
 #include "agent/node_service.h"
+#include "agent/session_bundle.h"
+#include "agent/systemd_launcher.h"
 #include "agent/version.h"
 #include "base/file_io.h"
 #include "base/paths.h"
@@ -208,7 +211,41 @@ int RunDaemon(DaemonOptions options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  iscsi::UserspaceTransport transport({});
+  iscsi::UserspaceTransportOptions transport_options;
+  {
+    SystemdLauncherOptions launcher_options;
+    launcher_options.bus_address = options.systemd_bus_address;
+    auto launcher = MakeSessionLauncher(options.session_launcher, launcher_options);
+    if (!launcher.ok()) {
+      spdlog::error("startup failed: {}", launcher.status());
+      return launcher.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    transport_options.launcher = std::move(*launcher);
+  }
+  if (kubernetes && transport_options.launcher->Name() != "systemd") {
+    spdlog::warn(
+        "session processes run inside this pod and die with it: mount the host's system bus "
+        "at {} so that they run as systemd units on the host",
+        options.systemd_bus_address);
+  }
+  if (options.session_bundle_dir.empty() && kubernetes) {
+    options.session_bundle_dir = JoinPath(options.runtime_dir, "bin");
+  }
+  if (!options.session_bundle_dir.empty()) {
+    const std::string session_binary = iscsi::UserspaceTransport::DefaultBinary();
+    auto command = InstallSessionBundle(session_binary, options.session_bundle_dir);
+    if (!command.ok()) {
+      spdlog::error("startup failed: session bundle in '{}': {}", options.session_bundle_dir,
+                    command.status());
+      return 1;
+    }
+    transport_options.command = std::move(*command);
+  }
+  spdlog::info("session processes: launcher={} command='{}'",
+               std::string(transport_options.launcher->Name()),
+               transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
+                                                 : absl::StrJoin(transport_options.command, " "));
+  iscsi::UserspaceTransport transport(std::move(transport_options));
   mounter::LibmountMounter mounter;
   mounter::BlkidBlockProbe probe;
   NodeServiceOptions node_options;

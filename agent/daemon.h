@@ -39,6 +39,13 @@ struct DaemonOptions {
   std::string node_id;  // Default: host name.
   std::string state_dir = "/var/lib/stagehand";
   std::string runtime_dir = "/run/stagehand";
+  // Who starts session processes: "auto" (systemd when it answers on the bus, else detached
+  // children), "systemd" or "detached".
+  std::string session_launcher = "auto";
+  std::string systemd_bus_address = "unix:path=/run/dbus/system_bus_socket";
+  // Where the relocatable session bundle goes (a host path); empty: run the session binary in
+  // place. Default in Kubernetes mode: <runtime-dir>/bin.
+  std::string session_bundle_dir;
   std::string initiator_name;
   std::string iscsi_initiator_conf = "/etc/iscsi/initiatorname.iscsi";
   std::string log_level = "info";

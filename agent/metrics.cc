@@ -15,6 +15,7 @@
 #include "agent/csi_node_client.h"
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
@@ -70,6 +71,22 @@ prometheus::MetricFamily Gauge(std::string name, std::string help) {
   f.help = std::move(help);
   f.type = prometheus::MetricType::Gauge;
   return f;
+}
+
+prometheus::MetricFamily Counter(std::string name, std::string help) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Counter;
+  return f;
+}
+
+void AddCounter(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
+                double value) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.counter.value = value;
+  f.metric.push_back(std::move(m));
 }
 
 void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
@@ -177,21 +194,57 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
                           "Sessions failed closed because the LUN identity changed");
   std::map<std::string, int> by_state = {
       {"UP", 0}, {"RECONNECTING", 0}, {"STARTING", 0}, {"IDENTITY_MISMATCH", 0}, {"FAILED", 0}};
+
+  // Data-path counters, from the file each session process maps (iscsi/datapath_counters.h).
+  struct CounterField {
+    uint64_t iscsi::DataPathCounters::*field;
+    prometheus::MetricFamily family;
+  };
+
+  std::vector<CounterField> datapath;
+  datapath.push_back({&iscsi::DataPathCounters::read_bytes,
+                      Counter("stagehand_datapath_read_bytes_total",
+                              "Bytes read through the volume's userspace iSCSI session")});
+  datapath.push_back({&iscsi::DataPathCounters::write_bytes,
+                      Counter("stagehand_datapath_written_bytes_total",
+                              "Bytes written through the volume's userspace iSCSI session")});
+  datapath.push_back({&iscsi::DataPathCounters::read_ops,
+                      Counter("stagehand_datapath_read_operations_total", "Completed reads")});
+  datapath.push_back({&iscsi::DataPathCounters::write_ops,
+                      Counter("stagehand_datapath_write_operations_total", "Completed writes")});
+  datapath.push_back({&iscsi::DataPathCounters::flush_ops,
+                      Counter("stagehand_datapath_flush_operations_total",
+                              "Completed cache flushes (SYNCHRONIZE CACHE)")});
+  datapath.push_back(
+      {&iscsi::DataPathCounters::io_errors,
+       Counter("stagehand_datapath_io_errors_total",
+               "Requests answered with an I/O error after retries (the filesystem saw EIO)")});
   double reconnect_sum = 0;
   if (DIR* d = opendir(sessions_dir_.c_str())) {
     while (const dirent* e = readdir(d)) {
       if (e->d_name[0] == '.') {
         continue;
       }
-      auto raw = ReadFileToString(JoinPath(JoinPath(sessions_dir_, e->d_name), "status"));
+      const std::string dir = JoinPath(sessions_dir_, e->d_name);
+      auto raw = ReadFileToString(JoinPath(dir, "status"));
       state::v1::SessionStatus status;
       if (!raw.ok() || !status.ParseFromString(*raw)) {
         continue;
       }
       ++by_state[state::v1::SessionStatus::State_Name(status.state())];
       reconnect_sum += static_cast<double>(status.reconnects());
+      auto counters = iscsi::ReadCounters(JoinPath(dir, "counters"));
+      if (counters.ok()) {
+        const std::string volume = status.volume_id().empty() ? e->d_name : status.volume_id();
+        for (auto& c : datapath) {
+          AddCounter(c.family, {{"volume_id", volume}}, static_cast<double>((*counters).*c.field));
+        }
+      }
     }
     closedir(d);
+  }
+  for (auto& c : datapath) {
+    out.push_back(std::move(c.family));
   }
   for (const auto& [name, n] : by_state) {
     Add(sessions, {{"state", name}}, n);

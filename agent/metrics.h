@@ -7,8 +7,10 @@
 //   (histogram by driver, method, grpc_status_code, the kubelet's csi_operations_seconds shape)
 //   and stagehand_reconcile_errors_total (by driver, operation).
 // - State is computed at scrape time by AgentCollectable: volumes by phase, plugins by health,
-//   userspace iSCSI sessions by state, their reconnects and identity mismatches, and the last
-//   volume stats gathered by the StatsCollector (stagehand_volume_stats_*, the kubelet's names).
+//   userspace iSCSI sessions by state, their reconnects and identity mismatches, their data-path
+//   counters (stagehand_datapath_*_total by volume_id, from each session's counters file), and the
+//   last volume stats gathered by the StatsCollector (stagehand_volume_stats_*, the kubelet's
+//   names).
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>

@@ -257,6 +257,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   attach.target = target;
   attach.initiator_name = options_.initiator_name;
   attach.runtime_dir = SessionDir(req.volume_id());
+  attach.volume_id = req.volume_id();
   const auto started = std::chrono::steady_clock::now();
   auto elapsed_ms = [&started] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)

@@ -1,5 +1,7 @@
 // stagehand: the node storage agent. `stagehand --help` lists the flags.
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -12,9 +14,9 @@
 #include <CLI/CLI.hpp>
 
 int main(int argc, char** argv) {
-  // Internal role: a userspace iSCSI session process started by the transport (fds 3 and 4).
+  // Internal role: a userspace iSCSI session process started by the transport (stdin/stdout).
   if (argc >= 2 && std::strcmp(argv[1], "__session") == 0) {
-    return stagehand::iscsi::RunSessionProcess(3, 4);
+    return stagehand::iscsi::RunSessionProcess(STDIN_FILENO, STDOUT_FILENO);
   }
   stagehand::agent::DaemonOptions o;
   CLI::App app{"stagehand: node storage agent with a built-in iSCSI CSI node plugin"};
@@ -77,6 +79,19 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", o.state_dir, "Persistent state directory")->capture_default_str();
   app.add_option("--runtime-dir", o.runtime_dir, "Runtime directory (session processes)")
       ->capture_default_str();
+  app.add_option("--session-launcher", o.session_launcher,
+                 "Who runs session processes: systemd (transient units over D-Bus, own cgroup, "
+                 "survive restarts of stagehand), detached (children of init), or auto "
+                 "(systemd when it answers, else detached)")
+      ->check(CLI::IsMember({"auto", "systemd", "detached"}))
+      ->capture_default_str();
+  app.add_option("--systemd-bus-address", o.systemd_bus_address,
+                 "D-Bus address of systemd (kubernetes: the host's system bus mounted into the "
+                 "pod)")
+      ->capture_default_str();
+  app.add_option("--session-bundle-dir", o.session_bundle_dir,
+                 "Host directory for a relocatable copy of the session binary and its libraries, "
+                 "run by the host's systemd (default in kubernetes mode: <runtime-dir>/bin)");
   app.add_option("--initiator-name", o.initiator_name,
                  "iSCSI initiator name (default: /etc/iscsi/initiatorname.iscsi, else generated "
                  "once and kept in the state dir)");

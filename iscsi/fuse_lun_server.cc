@@ -175,19 +175,27 @@ struct FuseLunServer::Impl {
     self->Fail(*r, EIO);
   }
 
-  void Fail(IoRequest& r, int error) { fuse_reply_err(r.req, error); }
+  void Fail(IoRequest& r, int error) {
+    CountAdd(options.counters, &DataPathCounters::io_errors, 1);
+    fuse_reply_err(r.req, error);
+  }
 
   void Reply(IoRequest& r, scsi_task* task) {
     if (r.flush) {
+      CountAdd(options.counters, &DataPathCounters::flush_ops, 1);
       fuse_reply_err(r.req, 0);
     } else if (r.write) {
+      CountAdd(options.counters, &DataPathCounters::write_ops, 1);
+      CountAdd(options.counters, &DataPathCounters::write_bytes, r.slice_length);
       fuse_reply_write(r.req, r.slice_length);
     } else {
       const size_t have = task->datain.size > 0 ? static_cast<size_t>(task->datain.size) : 0;
       if (have < r.slice_offset + r.slice_length) {
-        fuse_reply_err(r.req, EIO);
+        Fail(r, EIO);
         return;
       }
+      CountAdd(options.counters, &DataPathCounters::read_ops, 1);
+      CountAdd(options.counters, &DataPathCounters::read_bytes, r.slice_length);
       fuse_reply_buf(r.req, reinterpret_cast<const char*>(task->datain.data) + r.slice_offset,
                      r.slice_length);
     }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "iscsi/datapath_counters.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
@@ -41,6 +42,8 @@ struct FuseLunServerOptions {
   LunCapacity capacity;
   std::string mountpoint;  // Existing empty directory; the FUSE mount goes here.
   std::string file_name = "lun";
+  // Data-path counters to bump (a shared mapping, see datapath_counters.h); may be null.
+  DataPathCounters* counters = nullptr;
   // Called on the server thread at every state change.
   std::function<void(const ServerStatus&)> on_status;
 };

@@ -1,5 +1,6 @@
 #include "iscsi/session_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -57,6 +58,20 @@ void WriteAll(int fd, const std::string& data) {
   }
 }
 
+// Points `fd` at /dev/null: the pipe behind it is closed, and the descriptor number (0 or 1) stays
+// taken, so nothing opened later lands on stdin/stdout by accident.
+void ReplaceWithDevNull(int fd) {
+  const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull < 0) {
+    close(fd);
+    return;
+  }
+  if (devnull != fd) {
+    dup3(devnull, fd, 0);
+    close(devnull);
+  }
+}
+
 SessionStatus::State ToProtoState(ServerState s) {
   switch (s) {
     case ServerState::kUp:
@@ -85,6 +100,7 @@ class Session {
     status = server_->Run(stop_fd_.Get(), refresh_fd_.Get());
     server_.reset();  // Unmounts FUSE, logs out.
     (void)RemoveFileIfExists(StatusPath());
+    (void)RemoveFileIfExists(JoinPath(config_.runtime_dir(), "counters"));
     return status.ok() ? 0 : 1;
   }
 
@@ -94,8 +110,8 @@ class Session {
   void Ready() {
     status_.set_pid(getpid());
     if (ready_fd_ >= 0) {
-      WriteAll(ready_fd_, status_.SerializeAsString());
-      close(ready_fd_);
+      WriteAll(ready_fd_, FrameReadyMessage(status_.SerializeAsString()));
+      ReplaceWithDevNull(ready_fd_);
       ready_fd_ = -1;
     }
   }
@@ -168,6 +184,9 @@ class Session {
     status_.set_capacity_bytes(capacity.Bytes());
     status_.set_block_size(capacity.block_size);
 
+    status_.set_volume_id(config_.volume_id());
+    SH_ASSIGN_OR_RETURN(counters_,
+                        CountersFile::Create(JoinPath(config_.runtime_dir(), "counters")));
     const std::string mountpoint = JoinPath(config_.runtime_dir(), "mnt");
     SH_RETURN_IF_ERROR(MakeDirs(mountpoint, 0700));
     FuseLunServerOptions options;
@@ -176,6 +195,7 @@ class Session {
     options.identity = identity;
     options.capacity = capacity;
     options.mountpoint = mountpoint;
+    options.counters = counters_.get();
     options.on_status = [this](const ServerStatus& s) { OnStatus(s); };
     SH_ASSIGN_OR_RETURN(server_, FuseLunServer::Create(std::move(options), std::move(conn)));
     status_.set_lun_file(server_->LunPath());
@@ -192,23 +212,49 @@ class Session {
   UniqueFd stop_fd_;
   UniqueFd refresh_fd_;
   SessionStatus status_;
+  CountersFile counters_;  // Outlives server_ (declared first, destroyed last).
   std::unique_ptr<FuseLunServer> server_;
 };
 
 }  // namespace
 
+std::string FrameReadyMessage(std::string_view serialized_status) {
+  const auto n = static_cast<uint32_t>(serialized_status.size());
+  std::string out;
+  out.reserve(4 + serialized_status.size());
+  for (int i = 0; i < 4; ++i) {
+    out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  }
+  out.append(serialized_status);
+  return out;
+}
+
+std::optional<std::string> UnframeReadyMessage(std::string_view buffer) {
+  if (buffer.size() < 4) {
+    return std::nullopt;
+  }
+  uint32_t n = 0;
+  for (int i = 0; i < 4; ++i) {
+    n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer[i])) << (8 * i);
+  }
+  if (buffer.size() - 4 < n) {
+    return std::nullopt;
+  }
+  return std::string(buffer.substr(4, n));
+}
+
 int RunSessionProcess(int config_fd, int ready_fd) {
   // The agent that started us may go away; writing to its pipes must not kill us.
   signal(SIGPIPE, SIG_IGN);
   auto raw = ReadAll(config_fd);
-  close(config_fd);
+  ReplaceWithDevNull(config_fd);
   SessionConfig config;
   if (!raw.ok() || !config.ParseFromString(*raw)) {
     SessionStatus failed;
     failed.set_state(SessionStatus::FAILED);
     failed.set_message("cannot read the session config");
     failed.set_error_code(static_cast<int>(absl::StatusCode::kInternal));
-    WriteAll(ready_fd, failed.SerializeAsString());
+    WriteAll(ready_fd, FrameReadyMessage(failed.SerializeAsString()));
     close(ready_fd);
     return 1;
   }

@@ -16,6 +16,7 @@ struct AttachRequest {
   TargetSpec target;
   std::string initiator_name;
   std::string runtime_dir;  // Private to this volume; created by the transport.
+  std::string volume_id;    // For the session's status and metrics (not a secret).
 };
 
 struct Attachment {

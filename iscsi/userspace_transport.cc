@@ -25,6 +25,7 @@
 #include "base/unique_fd.h"
 #include "iscsi/loop_device.h"
 #include "iscsi/session_conversions.h"
+#include "iscsi/session_process.h"
 
 namespace stagehand::iscsi {
 namespace {
@@ -57,10 +58,15 @@ bool WaitForExit(int pid, std::chrono::milliseconds timeout) {
   return n > 0;
 }
 
-absl::StatusOr<std::string> ReadWithDeadline(int fd, std::chrono::milliseconds timeout) {
-  std::string out;
+// Reads the session's framed first status from the ready pipe. Empty when the pipe closed first
+// (the process died before reporting).
+absl::StatusOr<std::string> ReadReadyMessage(int fd, std::chrono::milliseconds timeout) {
+  std::string buffer;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
+    if (auto message = UnframeReadyMessage(buffer)) {
+      return *message;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -68,11 +74,8 @@ absl::StatusOr<std::string> ReadWithDeadline(int fd, std::chrono::milliseconds t
     }
     pollfd pfd{fd, POLLIN, 0};
     int n = poll(&pfd, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n == 0) {
-      continue;
+    if (n <= 0) {
+      continue;  // EINTR or timeout: the deadline check above decides.
     }
     std::array<char, 4096> buf{};
     ssize_t r = read(fd, buf.data(), buf.size());
@@ -80,53 +83,10 @@ absl::StatusOr<std::string> ReadWithDeadline(int fd, std::chrono::milliseconds t
       continue;
     }
     if (r <= 0) {
-      return out;
+      return std::string();
     }
-    out.append(buf.data(), static_cast<size_t>(r));
+    buffer.append(buf.data(), static_cast<size_t>(r));
   }
-}
-
-// Starts `binary __session` fully detached, with `config` on fd 3 and the ready pipe on fd 4.
-absl::Status SpawnDetached(const std::string& binary, int config_fd, int ready_fd) {
-  const std::string arg0 = binary;
-  // `stagehand-session` ignores its arguments; `stagehand` needs "__session" to take the role.
-  const char* argv[] = {arg0.c_str(), "__session", nullptr};
-  const pid_t child = fork();
-  if (child < 0) {
-    return ErrnoStatus(errno, "fork session process");
-  }
-  if (child == 0) {
-    // Only async-signal-safe calls from here on.
-    setsid();
-    const pid_t grandchild = fork();
-    if (grandchild != 0) {
-      _exit(grandchild < 0 ? 1 : 0);
-    }
-    int devnull = open("/dev/null", O_RDWR);
-    if (devnull >= 0) {
-      dup2(devnull, STDIN_FILENO);
-      dup2(devnull, STDOUT_FILENO);
-    }
-    dup2(config_fd, 3);
-    dup2(ready_fd, 4);
-    fcntl(3, F_SETFD, 0);
-    fcntl(4, F_SETFD, 0);
-    for (int fd = 5; fd < 1024; ++fd) {
-      close(fd);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(argv[0], const_cast<char* const*>(argv));
-    _exit(127);
-  }
-  int wstatus = 0;
-  while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-    return absl::InternalError("could not start the session process");
-  }
-  return absl::OkStatus();
 }
 
 void KillAndWait(int pid, uint64_t start_time, std::chrono::seconds timeout) {
@@ -183,13 +143,24 @@ bool IsSameProcessAlive(int pid, uint64_t start_time) {
   return pid > 0 && start_time != 0 && ProcessStartTime(pid) == start_time;
 }
 
+std::string UserspaceTransport::DefaultBinary() {
+  // The lean session binary installed next to ours; else ourselves in the session role.
+  const std::string self = SelfExe();
+  const std::string lean = JoinPath(ParentDir(self), "stagehand-session");
+  return access(lean.c_str(), X_OK) == 0 ? lean : self;
+}
+
 UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
     : options_(std::move(options)) {
   if (options_.binary.empty()) {
-    // The lean session binary installed next to ours; else ourselves in the session role.
-    const std::string self = SelfExe();
-    const std::string lean = JoinPath(ParentDir(self), "stagehand-session");
-    options_.binary = access(lean.c_str(), X_OK) == 0 ? lean : self;
+    options_.binary = DefaultBinary();
+  }
+  if (options_.command.empty()) {
+    // `stagehand-session` ignores its arguments; `stagehand` needs "__session" to take the role.
+    options_.command = {options_.binary, "__session"};
+  }
+  if (!options_.launcher) {
+    options_.launcher = MakeDetachedLauncher();
   }
 }
 
@@ -209,6 +180,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
     config.set_chap_secret_in(request.target.session_chap->secret_in);
   }
   config.set_runtime_dir(request.runtime_dir);
+  config.set_volume_id(request.volume_id);
   config.set_expected_wwn(request.target.expected_wwn);
   config.set_expected_serial(request.target.expected_serial);
 
@@ -226,20 +198,35 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
     return ErrnoStatus(errno, "write session config");
   }
   cfg_write.Reset();
-  SH_RETURN_IF_ERROR(SpawnDetached(options_.binary, cfg_read.Get(), ready_write.Get()));
+  SessionLaunch launch;
+  launch.argv = options_.command;
+  launch.stdin_fd = cfg_read.Get();
+  launch.stdout_fd = ready_write.Get();
+  launch.unit_name = SessionUnitName(request.runtime_dir);
+  launch.description =
+      absl::StrCat("stagehand iSCSI session ", request.target.iqn, " lun ", request.target.lun);
+  SH_RETURN_IF_ERROR(options_.launcher->Launch(launch));
   cfg_read.Reset();
   ready_write.Reset();
 
   SessionRecord record;
   record.set_runtime_dir(request.runtime_dir);
+  if (options_.launcher->Name() == "systemd") {
+    record.set_unit(launch.unit_name);
+  }
   record.set_fuse_mount(JoinPath(request.runtime_dir, "mnt"));
   // From here on, any failure tears down what was started.
   absl::Cleanup undo = [&] { (void)Detach(record); };
 
-  SH_ASSIGN_OR_RETURN(std::string raw, ReadWithDeadline(ready_read.Get(), options_.start_timeout));
+  SH_ASSIGN_OR_RETURN(std::string raw, ReadReadyMessage(ready_read.Get(), options_.start_timeout));
   SessionStatus status;
   if (raw.empty() || !status.ParseFromString(raw)) {
-    return absl::InternalError("session process exited without reporting its state");
+    return absl::InternalError(
+        record.unit().empty()
+            ? std::string("session process exited without reporting its state")
+            : absl::StrCat("session process exited without reporting its state (see journalctl "
+                           "-u ",
+                           record.unit(), ")"));
   }
   record.set_pid(status.pid());
   record.set_start_time(ProcessStartTime(status.pid()));
@@ -296,6 +283,7 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
   if (!session.runtime_dir().empty()) {
     (void)RemoveFileIfExists(JoinPath(session.runtime_dir(), "status"));
     (void)RemoveFileIfExists(JoinPath(session.runtime_dir(), "status.tmp"));
+    (void)RemoveFileIfExists(JoinPath(session.runtime_dir(), "counters"));
     if (!session.fuse_mount().empty()) {
       rmdir(session.fuse_mount().c_str());
     }

@@ -1,12 +1,16 @@
 #pragma once
 
 // The userspace transport: one session process per volume (libiscsi -> FUSE file), and a loop
-// device with direct I/O over the file. Session processes are detached (own session, reparented
-// to init) so that the agent can crash, be killed or be upgraded without breaking I/O.
+// device with direct I/O over the file. Session processes outlive the agent (transient systemd
+// units, or detached children), so the agent can crash, be killed or be upgraded without
+// breaking I/O.
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "iscsi/session_launcher.h"
 #include "iscsi/transport.h"
 
 namespace stagehand::iscsi {
@@ -15,6 +19,10 @@ struct UserspaceTransportOptions {
   // The session binary, run as `<binary> __session` (default: `stagehand-session` next to the
   // running binary if present, else the running binary itself).
   std::string binary;
+  // The full command instead of `<binary> __session` (a relocated bundle, see session_bundle.h).
+  std::vector<std::string> command;
+  // Who starts session processes (default: detached children).
+  std::shared_ptr<SessionLauncher> launcher;
   std::chrono::seconds start_timeout{30};
   std::chrono::seconds stop_timeout{10};
 };
@@ -22,6 +30,9 @@ struct UserspaceTransportOptions {
 class UserspaceTransport : public Transport {
  public:
   explicit UserspaceTransport(UserspaceTransportOptions options);
+
+  // `stagehand-session` next to the running binary if present, else the running binary.
+  static std::string DefaultBinary();
 
   absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
   absl::Status Detach(const state::v1::SessionRecord& session) override;

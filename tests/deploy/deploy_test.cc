@@ -166,7 +166,8 @@ TEST_F(DaemonSetTest, SelectorMatchesTemplateLabels) {
 TEST_F(DaemonSetTest, PodRunsPrivilegedOnTheHostNetworkOnEveryNode) {
   EXPECT_TRUE(container_["securityContext"]["privileged"].as<bool>());
   EXPECT_TRUE(pod_["hostNetwork"].as<bool>());
-  EXPECT_FALSE(pod_["hostPID"].as<bool>(false));
+  // Session processes run on the host; the agent checks and stops them by PID.
+  EXPECT_TRUE(pod_["hostPID"].as<bool>(false));
   EXPECT_EQ(pod_["priorityClassName"].as<std::string>(), "system-node-critical");
   EXPECT_TRUE(FindBy(pod_["tolerations"], "operator", "Exists").IsMap());
   EXPECT_EQ(ds_["spec"]["updateStrategy"]["type"].as<std::string>(), "RollingUpdate");
@@ -177,9 +178,9 @@ TEST_F(DaemonSetTest, PodRunsPrivilegedOnTheHostNetworkOnEveryNode) {
 TEST_F(DaemonSetTest, ArgsSelectKubernetesModeAndNodeName) {
   const std::vector<std::string> args = Strings(container_["args"]);
 
-  EXPECT_THAT(args,
-              IsSupersetOf({"--mode=kubernetes", "--node-id=$(NODE_NAME)",
-                            "--metrics-address=0.0.0.0:9808", "--state-dir=/var/lib/stagehand"}));
+  EXPECT_THAT(args, IsSupersetOf({"--mode=kubernetes", "--node-id=$(NODE_NAME)",
+                                  "--metrics-address=0.0.0.0:9808",
+                                  "--state-dir=/var/lib/stagehand", "--session-launcher=systemd"}));
   const YAML::Node env = FindBy(container_["env"], "name", "NODE_NAME");
   ASSERT_TRUE(env.IsMap());
   EXPECT_EQ(env["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName");

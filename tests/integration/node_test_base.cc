@@ -33,7 +33,7 @@ void NodeIntegrationTest::SetUp() {
   root_ = MakeTempRoot();
   ASSERT_FALSE(root_.empty());
   tid_ = next_tid_++;
-  daemon_ = std::make_unique<StagehandDaemon>(root_);
+  daemon_ = std::make_unique<StagehandDaemon>(root_, DaemonFlags());
   auto s = daemon_->Start();
   ASSERT_TRUE(s.ok()) << s;
 }

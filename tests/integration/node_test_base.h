@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,9 @@ class NodeIntegrationTest : public ::testing::Test {
   static void TearDownTestSuite();
   void SetUp() override;
   void TearDown() override;
+
+  // Flags the per-test daemon gets beyond the standard ones (root_ is set when this is called).
+  virtual std::vector<std::string> DaemonFlags() const { return {}; }
 
   // Creates target `tid_` with one LUN backed by a fresh sparse file of `bytes`.
   void AddLun(uint64_t bytes = 128ull << 20);

@@ -359,6 +359,19 @@ TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
   const std::string stage_calls = prometheus.QueryUntilPresent(
       "stagehand_csi_operations_seconds_count{method_name=\"NodeStageVolume\",grpc_status_code="
       "\"OK\"}");
+  // 1 MiB written and synced through the volume shows in its session's data-path counters.
+  {
+    const std::string file = root_ + "/app/written";
+    const int fd = open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    const std::string mib(1 << 20, 'w');
+    EXPECT_EQ(write(fd, mib.data(), mib.size()), static_cast<ssize_t>(mib.size()));
+    EXPECT_EQ(fsync(fd), 0);
+    close(fd);
+  }
+  const std::string written =
+      prometheus.QueryUntilPresent("stagehand_datapath_written_bytes_total >= 1048576");
+  const std::string errors = prometheus.QueryUntilPresent("stagehand_datapath_io_errors_total");
 
   EXPECT_THAT(up, HasSubstr("=> 1")) << "the exposition must be valid for Prometheus";
   EXPECT_THAT(capacity, HasSubstr("target=\"" + root_ + "/app\""));
@@ -366,6 +379,8 @@ TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
   EXPECT_THAT(capacity, ::testing::Not(HasSubstr("=> 0 ")));
   EXPECT_THAT(published, HasSubstr("=> 1"));
   EXPECT_THAT(stage_calls, HasSubstr("=> 1"));
+  EXPECT_THAT(written, HasSubstr("volume_id="));
+  EXPECT_THAT(errors, HasSubstr("=> 0 ")) << "no I/O errors on a healthy session";
 
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));

@@ -1,0 +1,36 @@
+#pragma once
+
+// Starts session processes as transient systemd services (StartTransientUnit over D-Bus), so each
+// lives in its own cgroup: stopping, restarting or upgrading the agent's service (or, in
+// Kubernetes, its pod) does not kill the data path. The config and ready pipes are handed to
+// systemd as the unit's stdin and stdout; stderr goes to the journal.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "iscsi/session_launcher.h"
+
+namespace stagehand::agent {
+
+inline constexpr char kSystemBusAddress[] = "unix:path=/run/dbus/system_bus_socket";
+
+struct SystemdLauncherOptions {
+  // The bus systemd listens on: the system bus, or in Kubernetes the host's system bus socket
+  // mounted into the pod. A user manager's bus works too (tests use one).
+  std::string bus_address = kSystemBusAddress;
+  std::chrono::seconds call_timeout{10};
+  std::chrono::seconds stop_timeout{10};  // TimeoutStopSec of the units.
+};
+
+// Connects and checks that systemd answers on the bus. Unavailable (with the reason) otherwise.
+absl::StatusOr<std::unique_ptr<iscsi::SessionLauncher>> ConnectSystemdLauncher(
+    const SystemdLauncherOptions& options);
+
+// `--session-launcher`: "systemd" (required: an error when systemd does not answer), "detached",
+// or "auto" (systemd when it answers on the bus, else detached children).
+absl::StatusOr<std::unique_ptr<iscsi::SessionLauncher>> MakeSessionLauncher(
+    std::string_view choice, const SystemdLauncherOptions& options);
+
+}  // namespace stagehand::agent

@@ -1,0 +1,177 @@
+// Session processes run as transient systemd units: each in its own cgroup, so stopping the
+// agent's unit (which kills everything in the agent's cgroup) leaves the data path running. The
+// manager is a real `systemd --user` on a private bus (see user_systemd.h), and the session runs
+// from the relocatable bundle, as it does under the host's systemd in Kubernetes.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <absl/strings/match.h>
+#include <absl/strings/str_cat.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "base/sha256.h"
+#include "iscsi/session_launcher.h"
+#include "iscsi/userspace_transport.h"
+#include "proto/state.pb.h"
+#include "tests/integration/node_test_base.h"
+#include "tests/integration/user_systemd.h"
+
+namespace stagehand::testing {
+namespace {
+
+// Runs before any test (and before any thread): the whole test process, its tgtd, stagehand and
+// the manager's units share one private mount namespace.
+class PrivateNamespaceEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (!IntegrationEnabled()) {
+      return;
+    }
+    auto s = EnterPrivateSystemdNamespace();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+};
+
+const auto* const kNamespace = ::testing::AddGlobalTestEnvironment(new PrivateNamespaceEnvironment);
+
+bool WriteAndSync(const std::string& path, const std::string& content) {
+  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  const bool ok =
+      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+      fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+class SystemdSessionTest : public NodeIntegrationTest {
+ protected:
+  static void SetUpTestSuite() {
+    NodeIntegrationTest::SetUpTestSuite();
+    if (!IntegrationEnabled()) {
+      return;
+    }
+    manager_root_ = MakeTempRoot();
+    manager_ = new UserSystemd();
+    auto s = manager_->Start(manager_root_ + "/xdg");
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  static void TearDownTestSuite() {
+    delete manager_;
+    manager_ = nullptr;
+    if (!manager_root_.empty()) {
+      ForceCleanup(manager_root_);
+    }
+    NodeIntegrationTest::TearDownTestSuite();
+  }
+
+  void TearDown() override {
+    if (HasFailure() && manager_ != nullptr) {
+      auto units = manager_->Systemctl({"list-units", "--all", "--plain", "--no-legend"});
+      auto log = ReadFileToString(manager_root_ + "/xdg/systemd.log");
+      std::cerr << "---- systemd units ----\n"
+                << (units.ok() ? *units : units.status().ToString()) << "---- systemd log ----\n"
+                << log.value_or("(none)") << "--------------------\n";
+    }
+    NodeIntegrationTest::TearDown();
+  }
+
+  std::vector<std::string> DaemonFlags() const override {
+    return {"--session-launcher=systemd", "--systemd-bus-address=" + manager_->bus_address(),
+            "--session-bundle-dir=" + root_ + "/bin"};
+  }
+
+  state::v1::VolumeRecord Record(const std::string& volume_id) const {
+    state::v1::VolumeRecord record;
+    auto text = ReadFileToString(
+        JoinPath(daemon_->state_dir(), "volumes/" + Sha256Hex(volume_id) + ".json"));
+    EXPECT_TRUE(text.ok()) << text.status();
+    if (text.ok()) {
+      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*text, &record).ok());
+    }
+    return record;
+  }
+
+  static UserSystemd* manager_;
+  static std::string manager_root_;
+};
+
+UserSystemd* SystemdSessionTest::manager_ = nullptr;
+std::string SystemdSessionTest::manager_root_;
+
+TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingStopped) {
+  ASSERT_NE(manager_, nullptr);
+  AddLun();
+  // The agent's own cgroup, as a service's would be: stopping it kills every process in it.
+  const std::string agent_scope = absl::StrCat("sh-agent-", tid_, ".scope");
+  ASSERT_TRUE(manager_->AdoptIntoScope(agent_scope, daemon_->pid()).ok());
+
+  const std::string target = root_ + "/pod1";
+  auto st = Stage(StageRequest("vol-s"));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_TRUE(Publish(PublishRequest("vol-s", target)).ok());
+
+  const state::v1::SessionRecord session = Record("vol-s").session();
+  EXPECT_EQ(session.unit(), iscsi::SessionUnitName(session.runtime_dir()));
+  ASSERT_GT(session.pid(), 0);
+  auto cgroup = ReadFileToString(absl::StrCat("/proc/", session.pid(), "/cgroup"));
+  ASSERT_TRUE(cgroup.ok());
+  EXPECT_TRUE(absl::StrContains(*cgroup, session.unit())) << *cgroup;
+  auto active = manager_->Systemctl({"is-active", session.unit()});
+  EXPECT_TRUE(active.ok() && absl::StartsWith(*active, "active")) << active.status();
+  // Started from the bundle under the bundle dir, not from the build tree.
+  auto cmdline = ReadFileToString(absl::StrCat("/proc/", session.pid(), "/cmdline"));
+  ASSERT_TRUE(cmdline.ok());
+  EXPECT_TRUE(absl::StartsWith(*cmdline, root_ + "/bin/")) << *cmdline;
+
+  // `systemctl stop` of the agent's unit: SIGTERM, then SIGKILL, to everything in its cgroup.
+  auto stopped = manager_->Systemctl({"stop", agent_scope});
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  daemon_->Stop();
+  EXPECT_TRUE(iscsi::IsSameProcessAlive(session.pid(), session.start_time()))
+      << "the session process must survive the agent's unit";
+  EXPECT_TRUE(WriteAndSync(target + "/while-agent-stopped", std::string(1 << 20, 's')))
+      << "I/O must continue while the agent's unit is stopped";
+
+  ASSERT_TRUE(daemon_->Start().ok());
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  st = Stats("vol-s", target, &stats);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(stats.volume_condition().abnormal()) << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-s", target).ok());
+  st = Unstage("vol-s", Staging("vol-s"));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(iscsi::IsSameProcessAlive(session.pid(), session.start_time()));
+  // Collected by systemd once it exited (CollectMode=inactive-or-failed).
+  auto units = manager_->Systemctl({"list-units", "--all", "--plain", "stagehand-session-*"});
+  ASSERT_TRUE(units.ok()) << units.status();
+  EXPECT_FALSE(absl::StrContains(*units, session.unit())) << *units;
+}
+
+TEST_F(SystemdSessionTest, LoginFailureLeavesNoUnitBehind) {
+  ASSERT_NE(manager_, nullptr);
+  AddLun();
+  auto req = StageRequest("vol-bad");
+  (*req.mutable_volume_context())["lun"] = "7";  // No such LUN on the target.
+  auto st = Stage(req);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+  auto units = manager_->Systemctl({"list-units", "--all", "--plain", "stagehand-session-*"});
+  ASSERT_TRUE(units.ok()) << units.status();
+  EXPECT_FALSE(absl::StrContains(*units, "stagehand-session-")) << *units;
+}
+
+}  // namespace
+}  // namespace stagehand::testing

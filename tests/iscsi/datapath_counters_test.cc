@@ -1,0 +1,71 @@
+#include "iscsi/datapath_counters.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+class DataPathCountersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sh-counters-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/counters";
+  }
+
+  void TearDown() override {
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(DataPathCountersTest, WhatTheSessionCountsIsWhatTheAgentReads) {
+  auto file = CountersFile::Create(path_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  CountAdd(file->get(), &DataPathCounters::write_ops, 2);
+  CountAdd(file->get(), &DataPathCounters::write_bytes, 8192);
+  CountAdd(file->get(), &DataPathCounters::io_errors, 1);
+
+  auto read = ReadCounters(path_);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->write_ops, 2u);
+  EXPECT_EQ(read->write_bytes, 8192u);
+  EXPECT_EQ(read->io_errors, 1u);
+  EXPECT_EQ(read->read_ops, 0u);
+  // Later increments are visible to a later read without any write(2) by the session.
+  CountAdd(file->get(), &DataPathCounters::read_bytes, 4096);
+  EXPECT_EQ(ReadCounters(path_)->read_bytes, 4096u);
+}
+
+TEST_F(DataPathCountersTest, ANewSessionStartsFromZero) {
+  {
+    auto first = CountersFile::Create(path_);
+    ASSERT_TRUE(first.ok());
+    CountAdd(first->get(), &DataPathCounters::read_ops, 5);
+  }
+  auto second = CountersFile::Create(path_);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(ReadCounters(path_)->read_ops, 0u);
+}
+
+TEST_F(DataPathCountersTest, MissingAndForeignFilesAreErrors) {
+  EXPECT_EQ(ReadCounters(path_).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(WriteFileAtomically(path_, "short", 0600).ok());
+  EXPECT_EQ(ReadCounters(path_).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(CountAddTest, NullCountersAreIgnored) {
+  CountAdd(nullptr, &DataPathCounters::read_ops, 1);
+}
+
+}  // namespace
+}  // namespace stagehand::iscsi
