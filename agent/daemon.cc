@@ -33,6 +33,7 @@
 #include "agent/systemd_launcher.h"
 #include "agent/version.h"
 #include "base/file_io.h"
+#include "base/log.h"
 #include "base/paths.h"
 #include "base/unique_fd.h"
 #include "iscsi/userspace_transport.h"
@@ -46,6 +47,12 @@
 
 namespace stagehand::agent {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("agent");
+  return log;
+}
 
 // Takes an exclusive flock on `path`; the lock lives as long as the returned descriptor.
 absl::StatusOr<UniqueFd> LockFile(const std::string& path) {
@@ -162,8 +169,8 @@ int RunDaemon(DaemonOptions options) {
     options.registration_dir = JoinPath(plugins_root, "plugins_registry");
   }
   if (!IsCleanAbsolutePath(options.registration_dir)) {
-    spdlog::error("--registration-dir '{}' must be an absolute, normalised path",
-                  options.registration_dir);
+    Log().error("--registration-dir '{}' must be an absolute, normalised path",
+                options.registration_dir);
     return 2;
   }
   if (kubernetes) {
@@ -171,35 +178,35 @@ int RunDaemon(DaemonOptions options) {
   }
   const std::string socket_path = UnixSocketPath(options.csi_endpoint);
   if (socket_path.empty() || !IsCleanAbsolutePath(socket_path)) {
-    spdlog::error("--csi-endpoint '{}' must be unix:///absolute/path", options.csi_endpoint);
+    Log().error("--csi-endpoint '{}' must be unix:///absolute/path", options.csi_endpoint);
     return 2;
   }
   if (socket_path.size() >= 108) {
-    spdlog::error("--csi-endpoint path '{}' is longer than a unix socket allows (107 bytes)",
-                  socket_path);
+    Log().error("--csi-endpoint path '{}' is longer than a unix socket allows (107 bytes)",
+                socket_path);
     return 2;
   }
   for (const auto& dir : {options.state_dir, options.runtime_dir, ParentDir(socket_path)}) {
     if (auto s = MakeDirs(dir, 0700); !s.ok()) {
-      spdlog::error("startup failed: {}", s);
+      Log().error("startup failed: {}", s);
       return 1;
     }
   }
   // Refuse to start rather than steal the socket or share the state of a running instance.
   auto state_lock = LockFile(JoinPath(options.state_dir, "stagehand.lock"));
   if (!state_lock.ok()) {
-    spdlog::error("startup failed: {}", state_lock.status());
+    Log().error("startup failed: {}", state_lock.status());
     return 1;
   }
   auto socket_lock = LockFile(absl::StrCat(socket_path, ".lock"));
   if (!socket_lock.ok()) {
-    spdlog::error("startup failed: {}", socket_lock.status());
+    Log().error("startup failed: {}", socket_lock.status());
     return 1;
   }
   auto initiator =
       ResolveInitiatorName(options.initiator_name, options.iscsi_initiator_conf, options.state_dir);
   if (!initiator.ok()) {
-    spdlog::error("startup failed: {}", initiator.status());
+    Log().error("startup failed: {}", initiator.status());
     return 2;
   }
 
@@ -217,13 +224,13 @@ int RunDaemon(DaemonOptions options) {
     launcher_options.bus_address = options.systemd_bus_address;
     auto launcher = MakeSessionLauncher(options.session_launcher, launcher_options);
     if (!launcher.ok()) {
-      spdlog::error("startup failed: {}", launcher.status());
+      Log().error("startup failed: {}", launcher.status());
       return launcher.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
     transport_options.launcher = std::move(*launcher);
   }
   if (kubernetes && transport_options.launcher->Name() != "systemd") {
-    spdlog::warn(
+    Log().warn(
         "session processes run inside this pod and die with it: mount the host's system bus "
         "at {} so that they run as systemd units on the host",
         options.systemd_bus_address);
@@ -235,16 +242,16 @@ int RunDaemon(DaemonOptions options) {
     const std::string session_binary = iscsi::UserspaceTransport::DefaultBinary();
     auto command = InstallSessionBundle(session_binary, options.session_bundle_dir);
     if (!command.ok()) {
-      spdlog::error("startup failed: session bundle in '{}': {}", options.session_bundle_dir,
-                    command.status());
+      Log().error("startup failed: session bundle in '{}': {}", options.session_bundle_dir,
+                  command.status());
       return 1;
     }
     transport_options.command = std::move(*command);
   }
-  spdlog::info("session processes: launcher={} command='{}'",
-               std::string(transport_options.launcher->Name()),
-               transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
-                                                 : absl::StrJoin(transport_options.command, " "));
+  Log().info("session processes: launcher={} command='{}'",
+             std::string(transport_options.launcher->Name()),
+             transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
+                                               : absl::StrJoin(transport_options.command, " "));
   iscsi::UserspaceTransport transport(std::move(transport_options));
   mounter::LibmountMounter mounter;
   mounter::BlkidBlockProbe probe;
@@ -266,12 +273,12 @@ int RunDaemon(DaemonOptions options) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_umask);
   if (!server) {
-    spdlog::error("startup failed: cannot listen on '{}'", socket_path);
+    Log().error("startup failed: cannot listen on '{}'", socket_path);
     return 1;
   }
   chmod(socket_path.c_str(), 0600);
-  spdlog::info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
-               options.driver_name, options.node_id, options.csi_endpoint, *initiator, kVersion);
+  Log().info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
+             options.driver_name, options.node_id, options.csi_endpoint, *initiator, kVersion);
 
   // The plugin registry and the watcher (standalone), which finds our own driver through the
   // registrar's socket like any other plugin. Declared before the registrar so that the watcher
@@ -285,7 +292,7 @@ int RunDaemon(DaemonOptions options) {
   if (options.watch_plugins) {
     registry.SetListener([&registry_files, &poke_mu, &poke_target] {
       if (auto s = registry_files.Write(); !s.ok()) {
-        spdlog::warn("cannot write the plugin registry files: {}", s);
+        Log().warn("cannot write the plugin registry files: {}", s);
       }
       std::lock_guard lock(poke_mu);
       if (poke_target != nullptr) {
@@ -324,7 +331,7 @@ int RunDaemon(DaemonOptions options) {
     registrar_written = true;
     registrar_state = record;
     if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
-      spdlog::warn("cannot write '{}': {}", registrar_file, s);
+      Log().warn("cannot write '{}': {}", registrar_file, s);
     }
   };
   auto write_registrar_state =
@@ -333,12 +340,12 @@ int RunDaemon(DaemonOptions options) {
       };
   auto registrar = registration::Registrar::Start(registrar_options, write_registrar_state);
   if (!registrar.ok()) {
-    spdlog::error("startup failed: registrar: {}", registrar.status());
+    Log().error("startup failed: registrar: {}", registrar.status());
     server->Shutdown();
     return 1;
   }
-  spdlog::info("registration socket '{}' advertises endpoint '{}'", (*registrar)->socket_path(),
-               registrar_options.endpoint);
+  Log().info("registration socket '{}' advertises endpoint '{}'", (*registrar)->socket_path(),
+             registrar_options.endpoint);
   record_registrar_state((*registrar)->status(), /*initial=*/true);
 
   if (options.watch_plugins) {
@@ -347,7 +354,7 @@ int RunDaemon(DaemonOptions options) {
     watcher_options.probe_period = options.plugin_probe_period;
     auto started = registration::PluginWatcher::Start(watcher_options, registry);
     if (!started.ok()) {
-      spdlog::error("startup failed: plugin watcher: {}", started.status());
+      Log().error("startup failed: plugin watcher: {}", started.status());
       server->Shutdown();
       return 1;
     }
@@ -380,7 +387,7 @@ int RunDaemon(DaemonOptions options) {
     reconciler = std::make_unique<reconciler::Reconciler>(reconciler_options, directory,
                                                           volume_store, mount_table);
     if (auto s = reconciler->Start(); !s.ok()) {
-      spdlog::error("startup failed: reconciler: {}", s);
+      Log().error("startup failed: reconciler: {}", s);
       server->Shutdown();
       return 1;
     }
@@ -391,7 +398,7 @@ int RunDaemon(DaemonOptions options) {
     }
     auto source = ManifestSource::Start(options.manifest_dir, options.state_dir, bridge);
     if (!source.ok()) {
-      spdlog::error("startup failed: manifests: {}", source.status());
+      Log().error("startup failed: manifests: {}", source.status());
       server->Shutdown();
       return 1;
     }
@@ -413,7 +420,7 @@ int RunDaemon(DaemonOptions options) {
                                        : options.agent_socket;
   auto agent_lock = LockFile(absl::StrCat(agent_socket, ".lock"));
   if (!agent_lock.ok()) {
-    spdlog::error("startup failed: {}", agent_lock.status());
+    Log().error("startup failed: {}", agent_lock.status());
     server->Shutdown();
     return 1;
   }
@@ -426,14 +433,14 @@ int RunDaemon(DaemonOptions options) {
   std::unique_ptr<grpc::Server> agent_server = agent_builder.BuildAndStart();
   umask(agent_umask);
   if (!agent_server) {
-    spdlog::error("startup failed: cannot listen on agent socket '{}'", agent_socket);
+    Log().error("startup failed: cannot listen on agent socket '{}'", agent_socket);
     server->Shutdown();
     return 1;
   }
-  spdlog::info("agent API on '{}'{}", agent_socket,
-               options.watch_plugins
-                   ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")
-                   : "");
+  Log().info("agent API on '{}'{}", agent_socket,
+             options.watch_plugins
+                 ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")
+                 : "");
 
   // Metrics and probes.
   auto collectable = std::make_shared<AgentCollectable>(reconciler.get(),
@@ -479,14 +486,14 @@ int RunDaemon(DaemonOptions options) {
         MetricsServer::Start(options.metrics_address, {operation_metrics.registry(), collectable},
                              {liveness, readiness});
     if (!started.ok()) {
-      spdlog::error("startup failed: {}", started.status());
+      Log().error("startup failed: {}", started.status());
       server->Shutdown();
       return 1;
     }
     metrics_server = std::move(*started);
     agent_service.set_metrics_port(metrics_server->port());
-    spdlog::info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,
-                 metrics_server->port());
+    Log().info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,
+               metrics_server->port());
   }
 
   // systemd: READY once the first reconcile is done, STATUS on change, WATCHDOG from this loop.
@@ -523,8 +530,8 @@ int RunDaemon(DaemonOptions options) {
     }
   }
   notifier.Notify("STOPPING=1");
-  spdlog::info("received signal {}, shutting down (volumes stay staged and published)",
-               strsignal(sig));
+  Log().info("received signal {}, shutting down (volumes stay staged and published)",
+             strsignal(sig));
   metrics_server.reset();
   stats.reset();
   agent_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -12,6 +12,8 @@
 #include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "base/log.h"
+
 namespace stagehand::agent {
 namespace {
 
@@ -85,7 +87,7 @@ std::string JsonEscape(std::string_view s) {
   return out;
 }
 
-void SetUpLogging(const std::string& format, const std::string& level) {
+absl::Status SetUpLogging(const std::string& format, const std::string& levels) {
   std::string chosen = format;
   if (chosen == "auto") {
     chosen = StderrIsJournal() ? "journal" : "text";
@@ -106,7 +108,8 @@ void SetUpLogging(const std::string& format, const std::string& level) {
     }
   }
   spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(level));
+  RebindComponentLogs();
+  return SetLogLevels(levels);
 }
 
 }  // namespace stagehand::agent

@@ -5,11 +5,13 @@
 
 #include <string>
 
+#include "base/status.h"
+
 namespace stagehand::agent {
 
 // `format`: "auto" (journald when run by systemd, else text), "text", "json" or "journal".
-// `level`: trace, debug, info, warn, error.
-void SetUpLogging(const std::string& format, const std::string& level);
+// `levels`: "info" or "info,reconciler=debug,..." (base/log.h). InvalidArgument when malformed.
+absl::Status SetUpLogging(const std::string& format, const std::string& levels);
 
 // `s` as the inside of a JSON string (quotes, backslashes and control characters escaped).
 std::string JsonEscape(std::string_view s);

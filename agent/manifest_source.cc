@@ -22,10 +22,17 @@
 #include "agent/manifest.h"
 #include "base/c_handle.h"
 #include "base/file_io.h"
+#include "base/log.h"
 #include "base/paths.h"
 
 namespace stagehand::agent {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("manifests");
+  return log;
+}
 
 // IN_CLOSE_WRITE, not IN_CREATE/IN_MODIFY: a file is read once its writer is done with it.
 constexpr uint32_t kDirMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
@@ -69,7 +76,7 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
   }
   SH_RETURN_IF_ERROR(MakeDirs(source->dir_, 0755));
   SH_RETURN_IF_ERROR(source->WatchDir());
-  spdlog::info("watching for volume manifests dir='{}'", source->dir_);
+  Log().info("watching for volume manifests dir='{}'", source->dir_);
   ManifestSource* self = source.get();
   std::promise<void> scanned;
   std::future<void> scan_done = scanned.get_future();
@@ -111,8 +118,8 @@ void ManifestSource::Loop(const std::stop_token& token) {
       if (errno == EINTR) {
         continue;
       }
-      spdlog::error("manifest source: poll failed: {}; no longer following '{}'",
-                    std::strerror(errno), dir_);
+      Log().error("manifest source: poll failed: {}; no longer following '{}'",
+                  std::strerror(errno), dir_);
       return;
     }
     if (token.stop_requested()) {
@@ -136,11 +143,11 @@ void ManifestSource::HandleEvents() {
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
       const std::string name = event->len > 0 ? std::string(event->name) : std::string();
       if ((event->mask & IN_Q_OVERFLOW) != 0) {
-        spdlog::warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
+        Log().warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
         Rescan();
       } else if (event->wd == parent_watch_) {
         if (dir_watch_ < 0 && name == BaseName(dir_) && WatchDir().ok()) {
-          spdlog::info("manifest directory '{}' is back", dir_);
+          Log().info("manifest directory '{}' is back", dir_);
           (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
           Rescan();
         }
@@ -161,20 +168,20 @@ void ManifestSource::HandleEvents() {
 
 void ManifestSource::DirLost() {
   (void)inotify_rm_watch(inotify_.Get(), std::exchange(dir_watch_, -1));
-  spdlog::error(
+  Log().error(
       "manifest directory '{}' was moved away or removed; its volumes stay as declared until "
       "it is back (then files that are gone count as removed)",
       dir_);
   const std::string parent = ParentDir(dir_);
   parent_watch_ = inotify_add_watch(inotify_.Get(), parent.c_str(), kParentMask);
   if (parent_watch_ < 0) {
-    spdlog::error("cannot watch '{}' for '{}' to re-appear: {}; restart stagehand once it exists",
-                  parent, dir_, std::strerror(errno));
+    Log().error("cannot watch '{}' for '{}' to re-appear: {}; restart stagehand once it exists",
+                parent, dir_, std::strerror(errno));
     return;
   }
   // It may have come back before the parent was watched.
   if (WatchDir().ok()) {
-    spdlog::info("manifest directory '{}' is back", dir_);
+    Log().info("manifest directory '{}' is back", dir_);
     (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
     Rescan();
   }
@@ -184,7 +191,7 @@ void ManifestSource::Rescan() {
   std::vector<std::string> present;
   Dir dir(opendir(dir_.c_str()));
   if (!dir) {
-    spdlog::warn("cannot list manifest directory '{}': {}", dir_, std::strerror(errno));
+    Log().warn("cannot list manifest directory '{}': {}", dir_, std::strerror(errno));
     return;
   }
   while (const dirent* entry = readdir(dir.get())) {
@@ -248,9 +255,9 @@ void ManifestSource::Declare(const std::string& file, reconciler::VolumeSpec spe
   owners_[spec.name] = file;
   state.declared = std::move(spec);
   state.error.reset();
-  spdlog::info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
-               state.declared->name, state.declared->driver, state.declared->volume_handle,
-               state.declared->publish.size());
+  Log().info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
+             state.declared->name, state.declared->driver, state.declared->volume_handle,
+             state.declared->publish.size());
   listener_.OnVolumeDeclared(file, *state.declared);
 }
 
@@ -261,8 +268,8 @@ void ManifestSource::Fail(const std::string& file, const absl::Status& error) {
     return;  // Same problem as before.
   }
   state.error = std::move(message);
-  spdlog::warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
-               state.declared ? absl::StrCat(", keeping volume ", state.declared->name) : "");
+  Log().warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
+             state.declared ? absl::StrCat(", keeping volume ", state.declared->name) : "");
   listener_.OnManifestError(file, error);
 }
 
@@ -278,7 +285,7 @@ void ManifestSource::Remove(const std::string& file) {
     }
   }
   files_.erase(it);
-  spdlog::info("manifest_removed file='{}'", JoinPath(dir_, file));
+  Log().info("manifest_removed file='{}'", JoinPath(dir_, file));
   listener_.OnManifestRemoved(file);
 }
 

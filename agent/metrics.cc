@@ -14,6 +14,7 @@
 
 #include "agent/csi_node_client.h"
 #include "base/file_io.h"
+#include "base/log.h"
 #include "base/paths.h"
 #include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
@@ -22,6 +23,12 @@
 
 namespace stagehand::agent {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("metrics");
+  return log;
+}
 
 // gRPC's own code names, as the kubelet's csi_operations_seconds labels them.
 const char* GrpcCodeName(absl::StatusCode code) {
@@ -355,7 +362,7 @@ void StatsCollector::CollectOnce() {
       if (auto s =
               (*client)->GetVolumeStats(handles[i], work[i].target, options_.call_timeout, work[i]);
           !s.ok()) {
-        spdlog::debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
+        Log().debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
       }
     }
   };

@@ -17,6 +17,7 @@
 
 #include "agent/grpc_status.h"
 #include "base/file_io.h"
+#include "base/log.h"
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "iscsi/session_conversions.h"
@@ -26,6 +27,12 @@
 
 namespace stagehand::agent {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("csi");
+  return log;
+}
 
 using csi::v1::NodeServiceCapability;
 using state::v1::PublishRecord;
@@ -63,12 +70,12 @@ absl::Status RemoveTarget(const std::string& path) {
 
 absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl::Status s) {
   if (s.ok()) {
-    spdlog::info("{} volume='{}' ok", rpc, volume_id);
+    Log().info("{} volume='{}' ok", rpc, volume_id);
   } else if (s.code() == absl::StatusCode::kInvalidArgument ||
              s.code() == absl::StatusCode::kAborted || s.code() == absl::StatusCode::kNotFound) {
-    spdlog::debug("{} volume='{}' rejected: {}", rpc, volume_id, s);
+    Log().debug("{} volume='{}' rejected: {}", rpc, volume_id, s);
   } else {
-    spdlog::warn("{} volume='{}' failed: {}", rpc, volume_id, s);
+    Log().warn("{} volume='{}' failed: {}", rpc, volume_id, s);
   }
   return s;
 }
@@ -249,7 +256,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   absl::Cleanup undo = [&] {
     if (auto s = TearDown(record); !s.ok()) {
-      spdlog::error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
+      Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
     }
   };
 
@@ -264,8 +271,8 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
         .count();
   };
   SH_ASSIGN_OR_RETURN(iscsi::Attachment a, deps_.transport.Attach(attach));
-  spdlog::debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
-                elapsed_ms());
+  Log().debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
+              elapsed_ms());
   *record.mutable_session() = a.session;
   iscsi::ToProto(a.identity, record.mutable_identity());
   record.set_capacity_bytes(a.capacity.Bytes());
@@ -277,8 +284,8 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   }
   if (!cap.block) {
     SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
-    spdlog::debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
-                  elapsed_ms(), record.formatted_by_us());
+    Log().debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
+                elapsed_ms(), record.formatted_by_us());
   }
   record.set_phase(VolumeRecord::STAGED);
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));

@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "agent/config_file.h"
 #include "agent/daemon.h"
 #include "agent/logging.h"
 #include "agent/version.h"
+#include "base/log.h"
 #include "iscsi/session_process.h"
 #include <CLI/CLI.hpp>
 
@@ -98,8 +100,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-volumes-per-node", o.max_volumes_per_node,
                  "Reported by NodeGetInfo and enforced by NodeStageVolume; 0 = unlimited")
       ->capture_default_str();
-  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+  app.add_option("--log-level", o.log_level,
+                 "trace, debug, info, warn, error; per component after it, e.g. "
+                 "info,reconciler=debug,registration=warn (components: agent, csi, manifests, "
+                 "metrics, reconciler, registration, sessions)")
+      ->check([](const std::string& spec) {
+        // Checked without applying: logging is set up after parsing.
+        auto s = stagehand::CheckLogLevels(spec);
+        return s.ok() ? std::string() : std::string(s.message());
+      })
       ->capture_default_str();
   std::string log_format = "auto";
   app.add_option("--log-format", log_format,
@@ -120,6 +129,9 @@ int main(int argc, char** argv) {
   o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(stats_seconds * 1000.0));
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000.0));
   // Logs go to stderr or the journal; stdout stays free for tools.
-  stagehand::agent::SetUpLogging(log_format, o.log_level);
+  if (auto s = stagehand::agent::SetUpLogging(log_format, o.log_level); !s.ok()) {
+    std::fprintf(stderr, "--log-level: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   return stagehand::agent::RunDaemon(o);
 }

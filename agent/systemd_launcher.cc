@@ -8,8 +8,16 @@
 #include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
 
+#include "base/log.h"
+
 namespace stagehand::agent {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("sessions");
+  return log;
+}
 
 constexpr char kDestination[] = "org.freedesktop.systemd1";
 constexpr char kObjectPath[] = "/org/freedesktop/systemd1";
@@ -157,8 +165,8 @@ absl::StatusOr<std::unique_ptr<iscsi::SessionLauncher>> MakeSessionLauncher(
   if (systemd.ok() || choice == "systemd") {
     return systemd;
   }
-  spdlog::info("no systemd answers on {} ({}); session processes run as detached children",
-               options.bus_address, std::string(systemd.status().message()));
+  Log().info("no systemd answers on {} ({}); session processes run as detached children",
+             options.bus_address, std::string(systemd.status().message()));
   return iscsi::MakeDetachedLauncher();
 }
 

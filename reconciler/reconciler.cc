@@ -5,8 +5,16 @@
 #include <absl/strings/str_cat.h>
 #include <spdlog/spdlog.h>
 
+#include "base/log.h"
+
 namespace stagehand::reconciler {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("reconciler");
+  return log;
+}
 
 const char* StageName(StageState s) {
   switch (s) {
@@ -107,10 +115,10 @@ absl::Status Reconciler::Start() {
     Changed();
   }
   for (const auto& e : errors) {
-    spdlog::error("reconciler: unreadable volume record, ignoring: {}", e);
+    Log().error("reconciler: unreadable volume record, ignoring: {}", e);
   }
-  spdlog::info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
-               adopted + repair, adopted, repair);
+  Log().info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
+             adopted + repair, adopted, repair);
   for (int i = 0; i < std::max(1, options_.max_parallel); ++i) {
     workers_.emplace_back([this](const std::stop_token& token) { Work(token); });
   }
@@ -171,7 +179,7 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
   if (entry.actual && !entry.in_flight && entry.actual->manifest_file != file) {
     entry.actual->manifest_file = file;
     if (auto s = store_.Save(*entry.actual); !s.ok()) {
-      spdlog::warn("volume '{}': cannot record its new manifest file: {}", spec.name, s);
+      Log().warn("volume '{}': cannot record its new manifest file: {}", spec.name, s);
     }
   }
   desired_[spec.name] = std::move(spec);
@@ -313,7 +321,7 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry) {
   }
   if (plan.op.kind == OpKind::kForget) {
     if (auto s = store_.Remove(*entry.actual); !s.ok()) {
-      spdlog::warn("volume '{}': cannot remove its record: {}", name, s);
+      Log().warn("volume '{}': cannot remove its record: {}", name, s);
       return;
     }
     if (auto w = waiting_on_staging_.find(entry.actual->staging_path);
@@ -358,7 +366,7 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry) {
   if (!client.ok()) {
     blocked = std::string(client.status().message());
     if (entry.blocked != blocked) {
-      spdlog::info("volume '{}' waits: {}", name, blocked);
+      Log().info("volume '{}' waits: {}", name, blocked);
       entry.blocked = blocked;
       ++generation_;
     }
@@ -385,8 +393,8 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry) {
 void Reconciler::VerifyMounts() {
   auto mounted = mounts_.MountPoints();
   if (!mounted.ok()) {
-    spdlog::warn("reconciler: cannot read the mount table for the periodic check: {}",
-                 mounted.status());
+    Log().warn("reconciler: cannot read the mount table for the periodic check: {}",
+               mounted.status());
     return;
   }
   for (auto& [name, entry] : entries_) {
@@ -396,16 +404,15 @@ void Reconciler::VerifyMounts() {
     ActualVolume& a = *entry.actual;
     if (a.stage == StageState::kStaged && !a.capability.block &&
         !mounted->contains(a.staging_path)) {
-      spdlog::warn("volume '{}': staging mount '{}' disappeared; staging again", name,
-                   a.staging_path);
+      Log().warn("volume '{}': staging mount '{}' disappeared; staging again", name,
+                 a.staging_path);
       a.stage = StageState::kUncertain;
       ++generation_;
     }
     // (The caller re-plans every volume after this check.)
     for (auto& t : a.targets) {
       if (t.state == PublishState::kPublished && !mounted->contains(t.target_path)) {
-        spdlog::warn("volume '{}': mount at '{}' disappeared; publishing again", name,
-                     t.target_path);
+        Log().warn("volume '{}': mount at '{}' disappeared; publishing again", name, t.target_path);
         t.state = PublishState::kUncertain;
         ++generation_;
       }
@@ -442,7 +449,7 @@ void Reconciler::Work(const std::stop_token& token) {
       entry.schedule->Succeeded();
       entry.last_error.clear();
       entry.next_retry.reset();
-      spdlog::info("volume '{}': {}{} done", task.name, op, where);
+      Log().info("volume '{}': {}{} done", task.name, op, where);
     } else {
       if (options_.on_failure) {
         options_.on_failure(
@@ -452,8 +459,8 @@ void Reconciler::Work(const std::stop_token& token) {
       entry.next_retry = std::chrono::system_clock::now() + delay;
       const std::string error = absl::StrCat(op, where, ": ", result.status.ToString());
       if (error != entry.last_error) {
-        spdlog::warn("volume '{}': {} failed: {}; retrying with backoff", task.name, op,
-                     result.status);
+        Log().warn("volume '{}': {} failed: {}; retrying with backoff", task.name, op,
+                   result.status);
       }
       entry.last_error = error;
     }

@@ -18,11 +18,18 @@
 #include <spdlog/spdlog.h>
 
 #include "base/file_io.h"
+#include "base/log.h"
 #include "base/paths.h"
 #include "registration/plugin_info_validation.h"
 
 namespace stagehand::registration {
 namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("registration");
+  return log;
+}
 
 constexpr uint32_t kWatchMask = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
                                 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
@@ -79,13 +86,12 @@ class SocketWorker {
       registry_.RecordFailure(std::move(attempt), token);
       // One line per change of reason, not one per retry.
       if (registered.message() != last_error_) {
-        spdlog::warn(
-            "plugin registration failed socket='{}' driver='{}': {}; retrying with backoff", path_,
-            name, registered);
+        Log().warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
+                   path_, name, registered);
         last_error_ = std::string(registered.message());
       } else {
-        spdlog::debug("plugin registration failed again socket='{}' failures={} retry_in={}ms",
-                      path_, schedule_.failures(), delay.count());
+        Log().debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
+                    schedule_.failures(), delay.count());
       }
       Wait(token, delay);
     }
@@ -115,12 +121,11 @@ class SocketWorker {
     const std::string error = result.ok() ? "" : std::string(result.message());
     if (auto told = NotifyRegistrationStatus(registration, result.ok(), error, t.notify, token);
         !told.ok()) {
-      spdlog::warn("plugin socket='{}' did not take its registration status: {}", path_, told);
+      Log().warn("plugin socket='{}' did not take its registration status: {}", path_, told);
     }
     if (result.ok()) {
-      spdlog::info(
-          "plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'", name,
-          plugin.endpoint(), plugin.version(), plugin.node_id(), path_);
+      Log().info("plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'",
+                 name, plugin.endpoint(), plugin.version(), plugin.node_id(), path_);
     }
     return result;
   }
@@ -169,16 +174,16 @@ class SocketWorker {
       auto changed = registry_.SetHealth(path_, probe.ok(),
                                          probe.ok() ? "" : std::string(probe.message()), token);
       if (!changed.ok()) {
-        spdlog::info(
+        Log().info(
             "plugin driver='{}' socket='{}' no longer holds its registration; "
             "registering again",
             name, path_);
         return;
       }
       if (*changed && probe.ok()) {
-        spdlog::info("plugin healthy again driver='{}'", name);
+        Log().info("plugin healthy again driver='{}'", name);
       } else if (*changed) {
-        spdlog::warn("plugin unhealthy driver='{}': {}", name, probe);
+        Log().warn("plugin unhealthy driver='{}': {}", name, probe);
       }
     }
   }
@@ -243,7 +248,7 @@ absl::Status PluginWatcher::Watch() {
   }
   watching_ = true;
   Rescan();  // After the watch is in place, so that nothing created in between is missed.
-  spdlog::info("watching for plugins dir='{}'", options_.registry_dir);
+  Log().info("watching for plugins dir='{}'", options_.registry_dir);
   return absl::OkStatus();
 }
 
@@ -253,7 +258,7 @@ void PluginWatcher::Loop(const std::stop_token& token) {
     // Only a lost directory needs a timer: it is re-created once a second until that works.
     const int timeout_ms = watching_ ? -1 : 1000;
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
-      spdlog::error("plugin watcher: poll failed: {}", std::strerror(errno));
+      Log().error("plugin watcher: poll failed: {}", std::strerror(errno));
       return;
     }
     if ((fds[1].revents & POLLIN) != 0) {
@@ -268,7 +273,7 @@ void PluginWatcher::Loop(const std::stop_token& token) {
     }
     if (!watching_) {
       if (auto s = Watch(); !s.ok()) {
-        spdlog::debug("registration directory still unavailable: {}", s);
+        Log().debug("registration directory still unavailable: {}", s);
       }
     }
     Reap();
@@ -289,14 +294,14 @@ void PluginWatcher::HandleInotify() {
         continue;  // A late event of a watch we replaced.
       }
       if ((event->mask & IN_Q_OVERFLOW) != 0) {
-        spdlog::warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
-                     options_.registry_dir);
+        Log().warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
+                   options_.registry_dir);
         Rescan();
         continue;
       }
       if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         if (watching_) {
-          spdlog::error(
+          Log().error(
               "registration directory '{}' was removed; deregistering its plugins and "
               "re-creating it",
               options_.registry_dir);
@@ -365,7 +370,7 @@ void PluginWatcher::Rescan() {
 }
 
 void PluginWatcher::StartWorker(const std::string& path, ino_t inode) {
-  spdlog::debug("registration socket found '{}'", path);
+  Log().debug("registration socket found '{}'", path);
   Worker worker;
   worker.inode = inode;
   worker.done = std::make_shared<std::atomic<bool>>(false);
@@ -387,8 +392,8 @@ void PluginWatcher::StopWorker(const std::string& path) {
   // under the registry's lock or is removed right here.
   it->second.thread.request_stop();
   if (auto removed = registry_.RemoveBySocket(path)) {
-    spdlog::info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
-                 path);
+    Log().info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
+               path);
   }
   retiring_.push_back(std::move(it->second));
   workers_.erase(it);

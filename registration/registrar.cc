@@ -7,12 +7,22 @@
 #include <spdlog/spdlog.h>
 
 #include "base/file_io.h"
+#include "base/log.h"
 #include "base/paths.h"
 #include "proto/pluginregistration.grpc.pb.h"
 #include "registration/plugin_client.h"
 #include "registration/plugin_info_validation.h"
 
 namespace stagehand::registration {
+namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("registration");
+  return log;
+}
+
+}  // namespace
 
 class Registrar::Service final : public pluginregistration::Registration::Service {
  public:
@@ -122,10 +132,10 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
   status_.registered = registered;
   if (registered) {
     if (status_.rejections > 0 || !status_.last_error.empty()) {
-      spdlog::info("driver '{}' registered after {} rejection(s)", options_.driver_name,
-                   status_.rejections);
+      Log().info("driver '{}' registered after {} rejection(s)", options_.driver_name,
+                 status_.rejections);
     } else {
-      spdlog::info("driver '{}' registered with the plugin registry", options_.driver_name);
+      Log().info("driver '{}' registered with the plugin registry", options_.driver_name);
     }
     status_.last_error.clear();
     status_.rejections = 0;
@@ -137,8 +147,8 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
   status_.last_error = error;
   const auto delay = schedule_.Failed();
   if (new_reason) {
-    spdlog::error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
-                  options_.driver_name, error, socket_path_, delay.count());
+    Log().error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
+                options_.driver_name, error, socket_path_, delay.count());
   }
   recreate_pending_ = true;
   cv_.notify_all();
@@ -174,7 +184,7 @@ void Registrar::Recreate(const std::stop_token& token) {
     const absl::Status served = Serve();
     lock.lock();
     if (!served.ok()) {
-      spdlog::error("driver '{}': {}; trying again", options_.driver_name, served);
+      Log().error("driver '{}': {}; trying again", options_.driver_name, served);
       (void)schedule_.Failed();
       recreate_pending_ = true;
     }
