@@ -135,6 +135,10 @@ class ReconcilerBridge final : public ManifestListener {
 
   void OnManifestRemoved(const std::string& file) override { reconciler->RemoveManifest(file); }
 
+  void OnManifestRenamed(const std::string& from, const std::string& to) override {
+    reconciler->RenameManifest(from, to);
+  }
+
   reconciler::Reconciler* reconciler = nullptr;
 };
 

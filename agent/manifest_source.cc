@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -138,6 +140,18 @@ void ManifestSource::HandleEvents() {
     if (n <= 0) {
       return;  // EAGAIN: drained.
     }
+    // A rename inside the directory arrives as IN_MOVED_FROM + IN_MOVED_TO with one cookie,
+    // normally in the same read: pair them so that the volume is never undeclared in between.
+    std::map<uint32_t, std::string> moved_to;  // cookie -> new name
+    for (ssize_t offset = 0; offset < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
+      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if (event->wd == dir_watch_ && (event->mask & IN_MOVED_TO) != 0 && event->cookie != 0 &&
+          event->len > 0) {
+        moved_to[event->cookie] = event->name;
+      }
+    }
+    std::set<uint32_t> renamed;  // Cookies handled as renames: their IN_MOVED_TO is skipped.
     for (ssize_t offset = 0; offset < n;) {
       const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
       offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
@@ -155,6 +169,12 @@ void ManifestSource::HandleEvents() {
         continue;  // From a watch given up on already.
       } else if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         DirLost();
+      } else if ((event->mask & IN_MOVED_FROM) != 0 && moved_to.count(event->cookie) != 0 &&
+                 IsManifestName(name) && IsManifestName(moved_to[event->cookie])) {
+        renamed.insert(event->cookie);
+        Rename(name, moved_to[event->cookie]);
+      } else if ((event->mask & IN_MOVED_TO) != 0 && renamed.count(event->cookie) != 0) {
+        continue;  // The second half of a rename handled above.
       } else if (!IsManifestName(name)) {
         continue;
       } else if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
@@ -287,6 +307,27 @@ void ManifestSource::Remove(const std::string& file) {
   files_.erase(it);
   Log().info("manifest_removed file='{}'", JoinPath(dir_, file));
   listener_.OnManifestRemoved(file);
+}
+
+void ManifestSource::Rename(const std::string& from, const std::string& to) {
+  auto it = files_.find(from);
+  if (it == files_.end()) {
+    Load(to);  // Nothing was known of `from` (e.g. it was being written): just read `to`.
+    return;
+  }
+  Remove(to);  // Replaced by the rename, if it existed.
+  FileState state = std::move(it->second);
+  files_.erase(it);
+  if (state.declared) {
+    if (auto owner = owners_.find(state.declared->name);
+        owner != owners_.end() && owner->second == from) {
+      owner->second = to;
+    }
+  }
+  files_[to] = std::move(state);
+  Log().info("manifest_renamed from='{}' to='{}'", JoinPath(dir_, from), JoinPath(dir_, to));
+  listener_.OnManifestRenamed(from, to);
+  Load(to);
 }
 
 }  // namespace stagehand::agent

@@ -33,8 +33,13 @@ class ManifestListener {
   // A file that does not parse or validate. The listener keeps the last good spec of that file.
   virtual void OnManifestError(const std::string& file, const absl::Status& error) = 0;
 
-  // The file was removed (or renamed away): its volume is no longer declared.
+  // The file was removed (or renamed out of the directory): its volume is no longer declared.
   virtual void OnManifestRemoved(const std::string& file) = 0;
+
+  // `from` was renamed to `to` within the directory (`mv a.yaml b.yaml`): what `from` declared
+  // is now declared by `to`, with no moment in between where it is undeclared. (If `to` existed,
+  // OnManifestRemoved(to) came first.) `to` is then read again and reported as usual.
+  virtual void OnManifestRenamed(const std::string& from, const std::string& to) = 0;
 };
 
 // Owns the watch thread. Volume names are unique across files: a file declaring a name that
@@ -77,6 +82,7 @@ class ManifestSource {
   void Declare(const std::string& file, reconciler::VolumeSpec spec);
   void Fail(const std::string& file, const absl::Status& error);
   void Remove(const std::string& file);
+  void Rename(const std::string& from, const std::string& to);
 
   const std::string dir_;
   const std::string state_dir_;

@@ -174,14 +174,7 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
   name_of_file_[file] = spec.name;
   file_of_name_[spec.name] = file;
   manifest_errors_.erase(file);
-  Entry& entry = EntryFor(spec.name);
-  // A renamed manifest: remember the new file, so that a broken file protects the volume.
-  if (entry.actual && !entry.in_flight && entry.actual->manifest_file != file) {
-    entry.actual->manifest_file = file;
-    if (auto s = store_.Save(*entry.actual); !s.ok()) {
-      Log().warn("volume '{}': cannot record its new manifest file: {}", spec.name, s);
-    }
-  }
+  RecordManifestFile(spec.name, EntryFor(spec.name), file);
   desired_[spec.name] = std::move(spec);
   Changed();
 }
@@ -201,6 +194,43 @@ void Reconciler::RemoveManifest(const std::string& file) {
     desired_.erase(it->second);
     file_of_name_.erase(it->second);
     name_of_file_.erase(it);
+  }
+  Changed();
+}
+
+void Reconciler::RecordManifestFile(const std::string& name, Entry& entry,
+                                    const std::string& file) {
+  // A renamed manifest: remember the new file, so that a broken file protects the volume (also
+  // after a restart). An operation in flight records it when it completes.
+  if (entry.actual && !entry.in_flight && entry.actual->manifest_file != file) {
+    entry.actual->manifest_file = file;
+    if (auto s = store_.Save(*entry.actual); !s.ok()) {
+      Log().warn("volume '{}': cannot record its new manifest file: {}", name, s);
+    }
+  }
+}
+
+void Reconciler::RenameManifest(const std::string& from, const std::string& to) {
+  std::lock_guard lock(mu_);
+  // What `to` declared before it was replaced goes, as if removed.
+  if (auto it = name_of_file_.find(to); it != name_of_file_.end()) {
+    desired_.erase(it->second);
+    file_of_name_.erase(it->second);
+    MarkDirty(it->second);
+    name_of_file_.erase(it);
+  }
+  manifest_errors_.erase(to);
+  if (auto error = manifest_errors_.find(from); error != manifest_errors_.end()) {
+    manifest_errors_[to] = std::move(error->second);
+    manifest_errors_.erase(error);
+  }
+  if (auto it = name_of_file_.find(from); it != name_of_file_.end()) {
+    const std::string name = it->second;
+    name_of_file_.erase(it);
+    name_of_file_[to] = name;
+    file_of_name_[name] = to;
+    MarkDirty(name);
+    RecordManifestFile(name, EntryFor(name), to);
   }
   Changed();
 }
@@ -443,6 +473,9 @@ void Reconciler::Work(const std::stop_token& token) {
       }
     }
     entry.actual = std::move(result.actual);
+    if (auto file = file_of_name_.find(task.name); file != file_of_name_.end()) {
+      RecordManifestFile(task.name, entry, file->second);  // Renamed while it ran.
+    }
     const std::string op = OpKindName(task.op.kind);
     const std::string where = task.op.target_path.empty() ? "" : " '" + task.op.target_path + "'";
     if (result.status.ok()) {

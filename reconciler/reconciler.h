@@ -103,6 +103,8 @@ class Reconciler {
   void Declare(const std::string& file, VolumeSpec spec);
   void ReportManifestError(const std::string& file, const std::string& error);
   void RemoveManifest(const std::string& file);
+  // `from` was renamed to `to`: its volume stays declared, now by `to` (no teardown).
+  void RenameManifest(const std::string& from, const std::string& to);
   // Every manifest present at start has been reported: undeclared volumes may be torn down.
   void DesiredComplete();
 
@@ -158,7 +160,9 @@ class Reconciler {
   Result Publish(Task& task);
   Result Unpublish(Task& task);
   Result Unstage(Task& task);
-  Entry& EntryFor(const std::string& name);                                  // REQUIRES: mu_ held.
+  Entry& EntryFor(const std::string& name);  // REQUIRES: mu_ held.
+  // Persists `file` as the volume's manifest file when it changed. REQUIRES: mu_ held.
+  void RecordManifestFile(const std::string& name, Entry& entry, const std::string& file);
   void Changed();                                                            // REQUIRES: mu_ held.
   VolumeStatus StatusOf(const std::string& name, const Entry* entry) const;  // REQUIRES: mu_.
 

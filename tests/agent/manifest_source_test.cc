@@ -25,12 +25,12 @@ using ::stagehand::testing::IsOk;
 using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 
-enum class Kind { kDeclared, kError, kRemoved };
+enum class Kind { kDeclared, kError, kRemoved, kRenamed };
 
 struct Event {
   Kind kind;
   std::string file;
-  std::string volume;  // kDeclared.
+  std::string volume;  // kDeclared; kRenamed: the new file name.
   absl::Status error;  // kError.
 };
 
@@ -47,6 +47,10 @@ class RecordingListener : public ManifestListener {
 
   void OnManifestRemoved(const std::string& file) override {
     Push({Kind::kRemoved, file, "", absl::OkStatus()});
+  }
+
+  void OnManifestRenamed(const std::string& from, const std::string& to) override {
+    Push({Kind::kRenamed, from, to, absl::OkStatus()});
   }
 
   // The next callback in order. The deadline only keeps a broken test from hanging.
@@ -136,6 +140,18 @@ class ManifestSourceTest : public ::testing::Test {
     ASSERT_TRUE(e.has_value()) << "no callback; expected " << file << " removed";
     EXPECT_EQ(e->kind, Kind::kRemoved) << e->file;
     EXPECT_EQ(e->file, file);
+  }
+
+  void ExpectRenamed(const std::string& from, const std::string& to) {
+    std::optional<Event> e = listener_.Next();
+    ASSERT_TRUE(e.has_value()) << "no callback; expected " << from << " renamed to " << to;
+    EXPECT_EQ(e->kind, Kind::kRenamed) << e->file;
+    EXPECT_EQ(e->file, from);
+    EXPECT_EQ(e->volume, to);
+  }
+
+  void Rename(const std::string& from, const std::string& to) {
+    ASSERT_EQ(rename((dir_ + "/" + from).c_str(), (dir_ + "/" + to).c_str()), 0);
   }
 
   std::string root_;
@@ -303,6 +319,49 @@ TEST_F(ManifestSourceTest, DirectoryMovedAwayKeepsItsVolumesUntilItIsBack) {
   ExpectRemoved("a.yaml");
   ExpectDeclared("b.yaml", "b");
   ASSERT_THAT(RunProcess({"rm", "-rf", dir_ + ".old"}), IsOk());
+}
+
+TEST_F(ManifestSourceTest, RenameWithinTheDirectoryMovesTheDeclarationWithoutRemovingIt) {
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Write("a.yaml", Manifest("vol-a"));
+  StartSource();
+  ExpectDeclared("a.yaml", "vol-a");
+
+  Rename("a.yaml", "b.yaml");
+  ExpectRenamed("a.yaml", "b.yaml");
+  // Unchanged content: nothing more for b.yaml. The next event is the marker's.
+  Write("marker.yaml", Manifest("vol-m"));
+  ExpectDeclared("marker.yaml", "vol-m");
+
+  // b.yaml still owns vol-a: another file cannot claim it.
+  Write("c.yaml", Manifest("vol-a"));
+  EXPECT_THAT(ExpectError("c.yaml"), StatusIs(absl::StatusCode::kAlreadyExists,
+                                              HasSubstr("already declared in 'b.yaml'")));
+}
+
+TEST_F(ManifestSourceTest, RenameOverAnotherFileRemovesThatFilesVolumeFirst) {
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Write("a.yaml", Manifest("vol-a"));
+  Write("b.yaml", Manifest("vol-b"));
+  StartSource();
+  ExpectDeclared("a.yaml", "vol-a");
+  ExpectDeclared("b.yaml", "vol-b");
+
+  Rename("a.yaml", "b.yaml");
+  ExpectRemoved("b.yaml");
+  ExpectRenamed("a.yaml", "b.yaml");
+}
+
+TEST_F(ManifestSourceTest, RenameOutOfTheManifestNamesIsARemoval) {
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Write("a.yaml", Manifest("vol-a"));
+  StartSource();
+  ExpectDeclared("a.yaml", "vol-a");
+
+  Rename("a.yaml", "a.yaml.disabled");
+  ExpectRemoved("a.yaml");
+  Rename("a.yaml.disabled", "a.yaml");
+  ExpectDeclared("a.yaml", "vol-a");
 }
 
 }  // namespace

@@ -357,6 +357,50 @@ TEST_F(ReconcilerTest, ABrokenManifestKeepsItsVolumeAcrossARestart) {
   EXPECT_TRUE(driver_->published().contains("/srv/a"));
 }
 
+TEST_F(ReconcilerTest, ARenamedManifestKeepsItsVolumeWithoutACallAndIsRecorded) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  reconciler_->RenameManifest("v1.yaml", "renamed.yaml");
+  reconciler_->Declare("renamed.yaml", Spec("v1", {{"/srv/a", false}}));
+  auto status = Settle();
+
+  EXPECT_EQ(Phase(status, "v1"), "published");
+  EXPECT_EQ(Find(status, "v1")->manifest_file, "renamed.yaml");
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a"));
+  EXPECT_EQ(store_.records().at("v1").manifest_file, "renamed.yaml");
+
+  // The renamed file breaks and stagehand restarts: the record names the new file, so the
+  // broken file still protects the volume.
+  reconciler_->ReportManifestError("renamed.yaml", "renamed.yaml:1: bad");
+  Settle();
+  reconciler_.reset();
+  StartReconciler();
+  reconciler_->ReportManifestError("renamed.yaml", "renamed.yaml:1: bad");
+  reconciler_->DesiredComplete();
+  Settle();
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a"));
+  EXPECT_TRUE(driver_->published().contains("/srv/a"));
+}
+
+TEST_F(ReconcilerTest, RenamingOverAnotherManifestTearsDownOnlyThatFilesVolume) {
+  StartReconciler();
+  reconciler_->Declare("a.yaml", Spec("va", {{"/srv/a", false}}));
+  reconciler_->Declare("b.yaml", Spec("vb", {{"/srv/b", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil(
+      [](const auto& s) { return Phase(s, "va") == "published" && Phase(s, "vb") == "published"; });
+
+  reconciler_->RenameManifest("a.yaml", "b.yaml");
+  auto status = WaitUntil([](const auto& s) { return Find(s, "vb") == nullptr; });
+
+  EXPECT_EQ(Phase(status, "va"), "published");
+  EXPECT_TRUE(driver_->published().contains("/srv/a"));
+  EXPECT_FALSE(driver_->published().contains("/srv/b"));
+}
+
 TEST_F(ReconcilerTest, VolumesOfAMissingDriverWaitAndProceedWhenItAppears) {
   drivers_.Remove("d.dev");
   StartReconciler();
