@@ -100,7 +100,8 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ListVolumes(grpc::ServerContext*, const v1::ListVolumesRequest* request,
+grpc::Status AgentService::ListVolumes(grpc::ServerContext* context,
+                                       const v1::ListVolumesRequest* request,
                                        v1::ListVolumesResponse* response) {
   if (reconciler_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
@@ -109,7 +110,18 @@ grpc::Status AgentService::ListVolumes(grpc::ServerContext*, const v1::ListVolum
   const auto wait = std::chrono::milliseconds(std::min<uint32_t>(request->wait_ms(), 60'000));
   auto status = reconciler_->Status();
   if (request->wait_ms() > 0 && status.generation <= request->after_generation()) {
-    status = reconciler_->WaitForChange(request->after_generation(), wait);
+    // In slices, so that a client that went away or a shutting-down server (which cancels
+    // pending calls) ends the wait within a second rather than after up to a minute.
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (status.generation <= request->after_generation() && !context->IsCancelled()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        break;
+      }
+      status = reconciler_->WaitForChange(request->after_generation(),
+                                          std::min(left, std::chrono::milliseconds(1000)));
+    }
     if (status.generation > request->after_generation()) {
       // Changes come in bursts (a thousand manifests at once): answer a watcher at most every
       // 50 ms, so that watching costs the agent a bounded amount of work.
