@@ -133,18 +133,33 @@ absl::Status NodeService::CheckParentIsReal(const std::string& path, std::string
   return absl::OkStatus();
 }
 
-bool NodeService::StagingHealthy(const VolumeRecord& record) {
+absl::Status NodeService::CheckStagingLive(const VolumeRecord& record) {
   if (record.phase() != VolumeRecord::STAGED) {
-    return false;
+    return absl::FailedPreconditionError("its stage did not complete");
   }
-  if (!deps_.transport.Health(record.session()).healthy) {
-    return false;
+  const iscsi::SessionHealth health = deps_.transport.Health(record.session());
+  if (!health.healthy) {
+    return absl::FailedPreconditionError(health.message);
   }
   if (record.block()) {
-    return true;
+    return absl::OkStatus();
   }
-  auto m = deps_.mounter.Find(record.staging_path());
-  return m.ok() && m->has_value() && (*m)->source == record.session().loop_device();
+  SH_ASSIGN_OR_RETURN(auto m, deps_.mounter.Find(record.staging_path()));
+  if (!m.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nothing is mounted at '", record.staging_path(),
+                     "' (the node rebooted or the mount was removed)"));
+  }
+  if (m->source != record.session().loop_device()) {
+    return absl::FailedPreconditionError(absl::StrCat("'", record.staging_path(),
+                                                      "' holds a mount of '", m->source,
+                                                      "', not of this volume's device"));
+  }
+  return absl::OkStatus();
+}
+
+bool NodeService::StagingHealthy(const VolumeRecord& record) {
+  return CheckStagingLive(record).ok();
 }
 
 absl::Status NodeService::TearDown(VolumeRecord& record) {
@@ -404,6 +419,13 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
     return absl::InvalidArgumentError(absl::StrCat(
         "volume '", req.volume_id(), "' was staged as ", rec.block() ? "block" : "mount",
         " but publish asks for ", cap.block ? "block" : "mount"));
+  }
+  // Never bind an empty staging directory or a dead device into a consumer: what it writes
+  // would land on the host's disk, or fail.
+  if (auto live = CheckStagingLive(rec); !live.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", req.volume_id(), "' is recorded as staged at '", rec.staging_path(), "' but ",
+        live.message(), "; call NodeStageVolume again before publishing"));
   }
   const bool readonly = req.readonly() || cap.read_only_mode;
   for (const auto& p : rec.publishes()) {

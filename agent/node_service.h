@@ -87,6 +87,9 @@ class NodeService final : public csi::v1::Node::Service {
                           const iscsi::TargetSpec& target);
   absl::Status MountStaged(state::v1::VolumeRecord& record, const std::string& device,
                            const CapabilitySpec& cap);
+  // OK when the staged volume is usable: stage complete, session healthy, staging mount of its
+  // device in place. FailedPrecondition saying what is wrong otherwise.
+  absl::Status CheckStagingLive(const state::v1::VolumeRecord& record);
   bool StagingHealthy(const state::v1::VolumeRecord& record);
 
   NodeServiceDeps deps_;

@@ -244,6 +244,27 @@ TEST_F(NodeServiceTest, PublishNeedsStageAndUnstageNeedsUnpublish) {
   EXPECT_FALSE(mounter_.IsMounted(root_ + "/stage-v1"));
 }
 
+TEST_F(NodeServiceTest, PublishRefusesAStagedRecordWhoseVolumeIsNotLive) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  // The host rebooted: the record says STAGED, but the staging mount is gone.
+  ASSERT_TRUE(mounter_.Unmount(root_ + "/stage-v1").ok());
+
+  auto s = Publish(PublishReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("nothing is mounted at"));
+  EXPECT_THAT(s.error_message(), HasSubstr("call NodeStageVolume again"));
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/pod-v1")) << "an empty directory must not be bound";
+
+  // Staged again, publishing works; a dead session is refused the same way.
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  transport_.SetHealthy(false);
+  EXPECT_EQ(Publish(PublishReq("v1")).error_code(), Code::FAILED_PRECONDITION);
+  transport_.SetHealthy(true);
+  EXPECT_TRUE(Publish(PublishReq("v1")).ok());
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/pod-v1"));
+}
+
 TEST_F(NodeServiceTest, UnknownMountIsNeverUnmounted) {
   ASSERT_TRUE(mounter_.Mount({"/dev/sdz", root_ + "/stage-v9", "ext4", {}}).ok());
 
