@@ -8,6 +8,8 @@
 #include <absl/time/clock.h>
 #include <absl/time/time.h>
 
+#include "base/time_format.h"
+
 namespace stagehand::agent {
 
 void ToProto(const reconciler::ReconcilerStatus& status, v1::ListVolumesResponse* out) {
@@ -35,8 +37,7 @@ void ToProto(const reconciler::ReconcilerStatus& status, v1::ListVolumesResponse
     p->set_last_error(v.last_error);
     p->set_attempts(v.attempts);
     if (v.next_retry) {
-      p->set_next_retry(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromChrono(*v.next_retry),
-                                         absl::UTCTimeZone()));
+      p->set_next_retry(FormatRfc3339(*v.next_retry));
     }
   }
   out->mutable_manifest_errors()->insert(status.manifest_errors.begin(),

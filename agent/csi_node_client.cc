@@ -8,19 +8,12 @@
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "proto/csi.grpc.pb.h"
+#include "proto/grpc_status.h"
 
 namespace stagehand::agent {
 namespace {
 
 using csi::v1::VolumeCapability;
-
-absl::Status FromGrpc(const grpc::Status& s, std::string_view method) {
-  if (s.ok()) {
-    return absl::OkStatus();
-  }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(ToAbsl(method), ": ", s.error_message()));
-}
 
 VolumeCapability::AccessMode::Mode ToCsi(reconciler::AccessMode mode) {
   using M = VolumeCapability::AccessMode;
@@ -100,7 +93,7 @@ absl::Status CsiNodeClient::Stage(const reconciler::StageCall& call,
   const auto start = std::chrono::steady_clock::now();
   return Timed(
       "NodeStageVolume", start,
-      FromGrpc(stub.NodeStageVolume(context.get(), request, &response), "NodeStageVolume"));
+      FromGrpcStatus(stub.NodeStageVolume(context.get(), request, &response), "NodeStageVolume"));
 }
 
 absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
@@ -113,9 +106,9 @@ absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
   csi::v1::NodeUnstageVolumeResponse response;
   auto context = Context(timeout);
   const auto start = std::chrono::steady_clock::now();
-  return Timed(
-      "NodeUnstageVolume", start,
-      FromGrpc(stub.NodeUnstageVolume(context.get(), request, &response), "NodeUnstageVolume"));
+  return Timed("NodeUnstageVolume", start,
+               FromGrpcStatus(stub.NodeUnstageVolume(context.get(), request, &response),
+                              "NodeUnstageVolume"));
 }
 
 absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
@@ -134,9 +127,9 @@ absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
   csi::v1::NodePublishVolumeResponse response;
   auto context = Context(timeout);
   const auto start = std::chrono::steady_clock::now();
-  return Timed(
-      "NodePublishVolume", start,
-      FromGrpc(stub.NodePublishVolume(context.get(), request, &response), "NodePublishVolume"));
+  return Timed("NodePublishVolume", start,
+               FromGrpcStatus(stub.NodePublishVolume(context.get(), request, &response),
+                              "NodePublishVolume"));
 }
 
 absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
@@ -149,9 +142,9 @@ absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
   csi::v1::NodeUnpublishVolumeResponse response;
   auto context = Context(timeout);
   const auto start = std::chrono::steady_clock::now();
-  return Timed(
-      "NodeUnpublishVolume", start,
-      FromGrpc(stub.NodeUnpublishVolume(context.get(), request, &response), "NodeUnpublishVolume"));
+  return Timed("NodeUnpublishVolume", start,
+               FromGrpcStatus(stub.NodeUnpublishVolume(context.get(), request, &response),
+                              "NodeUnpublishVolume"));
 }
 
 absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
@@ -165,9 +158,10 @@ absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
   csi::v1::NodeGetVolumeStatsResponse response;
   auto context = Context(timeout);
   const auto start = std::chrono::steady_clock::now();
-  SH_RETURN_IF_ERROR(Timed(
-      "NodeGetVolumeStats", start,
-      FromGrpc(stub.NodeGetVolumeStats(context.get(), request, &response), "NodeGetVolumeStats")));
+  SH_RETURN_IF_ERROR(
+      Timed("NodeGetVolumeStats", start,
+            FromGrpcStatus(stub.NodeGetVolumeStats(context.get(), request, &response),
+                           "NodeGetVolumeStats")));
   for (const auto& usage : response.usage()) {
     if (usage.unit() == csi::v1::VolumeUsage::BYTES) {
       out.capacity_bytes = usage.total();

@@ -40,6 +40,7 @@
 #include "mounter/blkid_block_probe.h"
 #include "mounter/libmount_mounter.h"
 #include "reconciler/reconciler.h"
+#include "registration/plugin_info_validation.h"
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
 #include "registration/registry.h"
@@ -144,18 +145,6 @@ class ReconcilerBridge final : public ManifestListener {
 
 }  // namespace
 
-std::string UnixSocketPath(const std::string& endpoint) {
-  std::string_view e = endpoint;
-  if (e.starts_with("unix://")) {
-    e.remove_prefix(7);
-  } else if (e.starts_with("unix:")) {
-    e.remove_prefix(5);
-  } else {
-    return "";
-  }
-  return std::string(e);
-}
-
 int RunDaemon(DaemonOptions options) {
   if (options.node_id.empty()) {
     std::array<char, 256> host{};
@@ -180,16 +169,13 @@ int RunDaemon(DaemonOptions options) {
   if (kubernetes) {
     options.watch_plugins = false;  // The kubelet is the watcher.
   }
-  const std::string socket_path = UnixSocketPath(options.csi_endpoint);
-  if (socket_path.empty() || !IsCleanAbsolutePath(socket_path)) {
-    Log().error("--csi-endpoint '{}' must be unix:///absolute/path", options.csi_endpoint);
+  auto endpoint_path = registration::EndpointSocketPath(options.csi_endpoint);
+  if (!endpoint_path.ok()) {
+    Log().error("--csi-endpoint: {} (use unix:///absolute/path)",
+                std::string(endpoint_path.status().message()));
     return 2;
   }
-  if (socket_path.size() >= 108) {
-    Log().error("--csi-endpoint path '{}' is longer than a unix socket allows (107 bytes)",
-                socket_path);
-    return 2;
-  }
+  const std::string socket_path = *endpoint_path;
   for (const auto& dir : {options.state_dir, options.runtime_dir, ParentDir(socket_path)}) {
     if (auto s = MakeDirs(dir, 0700); !s.ok()) {
       Log().error("startup failed: {}", s);

@@ -55,7 +55,4 @@ struct DaemonOptions {
 // Runs the daemon; returns the process exit code.
 int RunDaemon(DaemonOptions options);
 
-// "unix:///a/b" or "unix:/a/b" -> "/a/b"; "" if not a unix endpoint.
-std::string UnixSocketPath(const std::string& endpoint);
-
 }  // namespace stagehand::agent

@@ -9,6 +9,7 @@
 
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "proto/json_file.h"
 #include "proto/state.pb.h"
 
 namespace stagehand::agent {
@@ -73,17 +74,10 @@ reconciler::ActualVolume FromRecord(const Record& r) {
   return v;
 }
 
-absl::StatusOr<std::string> Json(const google::protobuf::Message& m) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  auto printed = google::protobuf::util::MessageToJsonString(m, &json, options);
-  if (!printed.ok()) {
-    return absl::InternalError(std::string(printed.message()));
-  }
-  return json;
-}
+// Atomic but not fsynced: after a power loss nothing is mounted any more, and a record that is
+// lost or stale is reconciled against the mount table like any uncertain state.
+constexpr proto::JsonFileOptions kRecordFile{
+    .mode = 0600, .durability = Durability::kAtomicOnly, .proto_field_names = true};
 
 }  // namespace
 
@@ -139,10 +133,7 @@ std::vector<reconciler::ActualVolume> ManifestVolumeStore::List(std::vector<std:
 absl::Status ManifestVolumeStore::Save(const reconciler::ActualVolume& volume) {
   const std::string path = RecordPath(volume.name);
   SH_RETURN_IF_ERROR(MakeDirs(ParentDir(path), 0700));
-  SH_ASSIGN_OR_RETURN(std::string json, Json(ToRecord(volume)));
-  // Atomic but not fsynced: after a power loss nothing is mounted any more, and a record that
-  // is lost or stale is reconciled against the mount table like any uncertain state.
-  SH_RETURN_IF_ERROR(WriteFileAtomically(path, json, 0600, Durability::kAtomicOnly));
+  SH_RETURN_IF_ERROR(proto::WriteJsonFile(path, ToRecord(volume), kRecordFile));
   if (!volume.staging_path.empty()) {
     const std::string vol_data = JoinPath(ParentDir(volume.staging_path), "vol_data.json");
     if (access(vol_data.c_str(), F_OK) != 0) {
@@ -151,8 +142,7 @@ absl::Status ManifestVolumeStore::Save(const reconciler::ActualVolume& volume) {
       data.set_driver_name(volume.driver);
       data.set_volume_name(volume.name);
       SH_RETURN_IF_ERROR(MakeDirs(ParentDir(volume.staging_path), 0750));
-      SH_ASSIGN_OR_RETURN(std::string vol_json, Json(data));
-      SH_RETURN_IF_ERROR(WriteFileAtomically(vol_data, vol_json, 0600, Durability::kAtomicOnly));
+      SH_RETURN_IF_ERROR(proto::WriteJsonFile(vol_data, data, kRecordFile));
     }
   }
   return absl::OkStatus();

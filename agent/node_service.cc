@@ -15,7 +15,6 @@
 #include <absl/strings/str_join.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/grpc_status.h"
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -24,6 +23,7 @@
 #include "mounter/filesystem.h"
 #include "mounter/format_decision.h"
 #include "mounter/volume_stats.h"
+#include "proto/grpc_status.h"
 
 namespace stagehand::agent {
 namespace {

@@ -8,6 +8,7 @@
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/sha256.h"
+#include "proto/json_file.h"
 
 namespace stagehand::agent {
 
@@ -36,15 +37,8 @@ absl::StatusOr<std::optional<state::v1::VolumeRecord>> VolumeStore::Load(
 
 absl::Status VolumeStore::Save(const state::v1::VolumeRecord& record) const {
   SH_RETURN_IF_ERROR(MakeDirs(dir_, 0700));
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  auto printed = google::protobuf::util::MessageToJsonString(record, &json, options);
-  if (!printed.ok()) {
-    return absl::InternalError(std::string(printed.message()));
-  }
-  return WriteFileAtomically(PathFor(record.volume_id()), json, 0600);
+  return proto::WriteJsonFile(PathFor(record.volume_id()), record,
+                              {.mode = 0600, .proto_field_names = true});
 }
 
 absl::Status VolumeStore::Remove(const std::string& volume_id) const {

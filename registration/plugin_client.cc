@@ -10,18 +10,11 @@
 
 #include "base/unique_fd.h"
 #include "proto/csi.grpc.pb.h"
+#include "proto/grpc_status.h"
 #include "proto/pluginregistration.grpc.pb.h"
 
 namespace stagehand::registration {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s, std::string_view what) {
-  if (s.ok()) {
-    return absl::OkStatus();
-  }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(ToAbsl(what), ": ", s.error_message()));
-}
 
 // Runs `call` with a fresh context that expires after `timeout` and is cancelled by `token`.
 template <typename Call>
@@ -78,7 +71,7 @@ absl::StatusOr<pluginregistration::PluginInfo> GetInfo(
   const grpc::Status s = Bounded(timeout, token, [&](grpc::ClientContext& context) {
     return stub.GetInfo(&context, pluginregistration::InfoRequest(), &info);
   });
-  SH_RETURN_IF_ERROR(FromGrpc(s, "GetInfo"));
+  SH_RETURN_IF_ERROR(FromGrpcStatus(s, "GetInfo"));
   return info;
 }
 
@@ -94,7 +87,7 @@ absl::Status NotifyRegistrationStatus(const std::shared_ptr<grpc::Channel>& chan
   const grpc::Status s = Bounded(timeout, token, [&](grpc::ClientContext& context) {
     return stub.NotifyRegistrationStatus(&context, request, &response);
   });
-  return FromGrpc(s, "NotifyRegistrationStatus");
+  return FromGrpcStatus(s, "NotifyRegistrationStatus");
 }
 
 absl::Status ProbePlugin(const std::shared_ptr<grpc::Channel>& channel,
@@ -104,7 +97,7 @@ absl::Status ProbePlugin(const std::shared_ptr<grpc::Channel>& channel,
   const grpc::Status s = Bounded(timeout, token, [&](grpc::ClientContext& context) {
     return identity.Probe(&context, csi::v1::ProbeRequest(), &probe);
   });
-  SH_RETURN_IF_ERROR(FromGrpc(s, "Probe"));
+  SH_RETURN_IF_ERROR(FromGrpcStatus(s, "Probe"));
   if (probe.has_ready() && !probe.ready().value()) {
     return absl::UnavailableError("Probe: the plugin reports that it is not ready");
   }
@@ -118,12 +111,12 @@ absl::Status QueryDriver(const std::shared_ptr<grpc::Channel>& channel,
 
   csi::v1::Identity::Stub identity(channel);
   csi::v1::GetPluginInfoResponse info;
-  SH_RETURN_IF_ERROR(FromGrpc(Bounded(timeouts.call, token,
-                                      [&](grpc::ClientContext& context) {
-                                        return identity.GetPluginInfo(
-                                            &context, csi::v1::GetPluginInfoRequest(), &info);
-                                      }),
-                              "GetPluginInfo"));
+  SH_RETURN_IF_ERROR(FromGrpcStatus(Bounded(timeouts.call, token,
+                                            [&](grpc::ClientContext& context) {
+                                              return identity.GetPluginInfo(
+                                                  &context, csi::v1::GetPluginInfoRequest(), &info);
+                                            }),
+                                    "GetPluginInfo"));
   if (info.name() != plugin.name()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the registration socket names the driver '", plugin.name(),
@@ -133,13 +126,13 @@ absl::Status QueryDriver(const std::shared_ptr<grpc::Channel>& channel,
 
   csi::v1::Node::Stub node(channel);
   csi::v1::NodeGetCapabilitiesResponse capabilities;
-  SH_RETURN_IF_ERROR(FromGrpc(Bounded(timeouts.call, token,
-                                      [&](grpc::ClientContext& context) {
-                                        return node.NodeGetCapabilities(
-                                            &context, csi::v1::NodeGetCapabilitiesRequest(),
-                                            &capabilities);
-                                      }),
-                              "NodeGetCapabilities"));
+  SH_RETURN_IF_ERROR(FromGrpcStatus(Bounded(timeouts.call, token,
+                                            [&](grpc::ClientContext& context) {
+                                              return node.NodeGetCapabilities(
+                                                  &context, csi::v1::NodeGetCapabilitiesRequest(),
+                                                  &capabilities);
+                                            }),
+                                    "NodeGetCapabilities"));
   plugin.clear_node_capabilities();
   for (const auto& capability : capabilities.capabilities()) {
     if (capability.has_rpc()) {
@@ -149,12 +142,12 @@ absl::Status QueryDriver(const std::shared_ptr<grpc::Channel>& channel,
   }
 
   csi::v1::NodeGetInfoResponse node_info;
-  SH_RETURN_IF_ERROR(FromGrpc(Bounded(timeouts.call, token,
-                                      [&](grpc::ClientContext& context) {
-                                        return node.NodeGetInfo(
-                                            &context, csi::v1::NodeGetInfoRequest(), &node_info);
-                                      }),
-                              "NodeGetInfo"));
+  SH_RETURN_IF_ERROR(FromGrpcStatus(
+      Bounded(timeouts.call, token,
+              [&](grpc::ClientContext& context) {
+                return node.NodeGetInfo(&context, csi::v1::NodeGetInfoRequest(), &node_info);
+              }),
+      "NodeGetInfo"));
   if (node_info.node_id().empty()) {
     return absl::InvalidArgumentError("NodeGetInfo returned an empty node_id");
   }

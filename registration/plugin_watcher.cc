@@ -20,6 +20,7 @@
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/time_format.h"
 #include "registration/plugin_info_validation.h"
 
 namespace stagehand::registration {
@@ -33,10 +34,6 @@ spdlog::logger& Log() {
 
 constexpr uint32_t kWatchMask = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
                                 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
-
-std::string Rfc3339(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
-}
 
 // The socket's inode, or 0 when `path` is not a socket (or gone).
 ino_t SocketInode(const std::string& path) {
@@ -82,7 +79,7 @@ class SocketWorker {
       attempt.set_plugin_name(name);
       attempt.set_failures(schedule_.failures());
       attempt.set_last_error(std::string(registered.message()));
-      attempt.set_next_retry(Rfc3339(absl::Now() + absl::FromChrono(delay)));
+      attempt.set_next_retry(FormatRfc3339(std::chrono::system_clock::now() + delay));
       registry_.RecordFailure(std::move(attempt), token);
       // One line per change of reason, not one per retry.
       if (registered.message() != last_error_) {
@@ -160,7 +157,7 @@ class SocketWorker {
     SH_ASSIGN_OR_RETURN(endpoint_channel, DialUnix(endpoint, t.dial));
     SH_RETURN_IF_ERROR(QueryDriver(endpoint_channel, t, token, plugin));
     plugin.set_healthy(true);
-    plugin.set_registered_at(Rfc3339(absl::Now()));
+    plugin.set_registered_at(FormatRfc3339(std::chrono::system_clock::now()));
     return registry_.Add(plugin, token);
   }
 

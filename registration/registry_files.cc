@@ -6,28 +6,19 @@
 
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "proto/json_file.h"
 
 namespace stagehand::registration {
 namespace {
 
-absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  auto printed = google::protobuf::util::MessageToJsonString(message, &json, options);
-  if (!printed.ok()) {
-    return absl::InternalError(std::string(printed.message()));
-  }
-  return json;
-}
+// Status files for people and tools: every field, defaults too; rewritten on each change.
+constexpr proto::JsonFileOptions kStatusFile{
+    .mode = 0644, .durability = Durability::kAtomicOnly, .print_defaults = true};
 
 }  // namespace
 
-absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message,
-                           mode_t mode) {
-  SH_ASSIGN_OR_RETURN(std::string json, ToJson(message));
-  return WriteFileAtomically(path, json, mode, Durability::kAtomicOnly);  // Status, not state.
+absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message) {
+  return proto::WriteJsonFile(path, message, kStatusFile);
 }
 
 state::v1::CsiNode ToCsiNode(const std::string& node_name,

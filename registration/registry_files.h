@@ -37,8 +37,7 @@ class RegistryFiles {
 };
 
 // Writes `message` as indented JSON (every field, defaults too) to `path`, atomically.
-absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message,
-                           mode_t mode = 0644);
+absl::Status WriteJsonFile(const std::string& path, const google::protobuf::Message& message);
 
 // The CSINode view of a registry snapshot.
 state::v1::CsiNode ToCsiNode(const std::string& node_name,

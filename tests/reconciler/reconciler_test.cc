@@ -33,6 +33,22 @@ VolumeSpec Spec(const std::string& name, std::vector<PublishTarget> publish) {
   return s;
 }
 
+// A record of volume `name` (file "<name>.yaml", driver d.dev, handle "handle-<name>") staged
+// at its staging path under /state, as a previous run would have left it.
+ActualVolume StagedRecord(const std::string& name, std::vector<ActualTarget> targets = {}) {
+  ActualVolume v;
+  v.name = name;
+  v.manifest_file = name + ".yaml";
+  v.driver = "d.dev";
+  v.volume_handle = "handle-" + name;
+  v.capability.fs_type = "ext4";
+  v.volume_context = {{"iqn", "iqn.x"}};
+  v.staging_path = StagingPathFor("/state", "d.dev", v.volume_handle);
+  v.stage = StageState::kStaged;
+  v.targets = std::move(targets);
+  return v;
+}
+
 const VolumeStatus* Find(const ReconcilerStatus& s, const std::string& name) {
   for (const auto& v : s.volumes) {
     if (v.name == name) {
@@ -227,16 +243,7 @@ TEST_F(ReconcilerTest, AnUncertainStageOfARemovedVolumeIsUnstaged) {
 }
 
 TEST_F(ReconcilerTest, ReconstructionAdoptsIntactVolumesWithoutACall) {
-  ActualVolume v;
-  v.name = "v1";
-  v.manifest_file = "v1.yaml";
-  v.driver = "d.dev";
-  v.volume_handle = "handle-v1";
-  v.capability.fs_type = "ext4";
-  v.volume_context = {{"iqn", "iqn.x"}};
-  v.staging_path = kStaging;
-  v.stage = StageState::kStaged;
-  v.targets = {{"/srv/a", false, PublishState::kPublished}};
+  ActualVolume v = StagedRecord("v1", {{"/srv/a", false, PublishState::kPublished}});
   ASSERT_THAT(store_.Save(v), IsOk());
   mounts_.mounts = {kStaging, "/srv/a"};
 
@@ -250,16 +257,7 @@ TEST_F(ReconcilerTest, ReconstructionAdoptsIntactVolumesWithoutACall) {
 }
 
 TEST_F(ReconcilerTest, ReconstructionRepublishesATargetWhoseMountIsGone) {
-  ActualVolume v;
-  v.name = "v1";
-  v.manifest_file = "v1.yaml";
-  v.driver = "d.dev";
-  v.volume_handle = "handle-v1";
-  v.capability.fs_type = "ext4";
-  v.volume_context = {{"iqn", "iqn.x"}};
-  v.staging_path = kStaging;
-  v.stage = StageState::kStaged;
-  v.targets = {{"/srv/a", false, PublishState::kPublished}};
+  ActualVolume v = StagedRecord("v1", {{"/srv/a", false, PublishState::kPublished}});
   ASSERT_THAT(store_.Save(v), IsOk());
   mounts_.mounts = {kStaging};  // The target's mount is gone (e.g. after a reboot of a tmpfs).
   ASSERT_THAT(driver_->Stage({"handle-v1", kStaging, {}, {}, {}, ""}, {}), IsOk());
@@ -277,16 +275,9 @@ TEST_F(ReconcilerTest, ReconstructionRepublishesATargetWhoseMountIsGone) {
 TEST_F(ReconcilerTest, ABlockVolumeThatLostItsPublishIsStagedAgainBeforePublishing) {
   // After a reboot: the record says staged and published, nothing is mounted, and a block
   // volume's staging leaves no mount to check.
-  ActualVolume v;
-  v.name = "v1";
-  v.manifest_file = "v1.yaml";
-  v.driver = "d.dev";
-  v.volume_handle = "handle-v1";
+  ActualVolume v = StagedRecord("v1", {{"/srv/a", false, PublishState::kPublished}});
+  v.capability = {};
   v.capability.block = true;
-  v.volume_context = {{"iqn", "iqn.x"}};
-  v.staging_path = kStaging;
-  v.stage = StageState::kStaged;
-  v.targets = {{"/srv/a", false, PublishState::kPublished}};
   ASSERT_THAT(store_.Save(v), IsOk());
   auto spec = Spec("v1", {{"/srv/a", false}});
   spec.capability = v.capability;
@@ -314,13 +305,7 @@ TEST_F(ReconcilerTest, TwoVolumesCannotShareATargetPath) {
 }
 
 TEST_F(ReconcilerTest, OrphansAreTornDownOnlyOnceTheManifestsHaveBeenRead) {
-  ActualVolume v;
-  v.name = "old";
-  v.manifest_file = "old.yaml";
-  v.driver = "d.dev";
-  v.volume_handle = "handle-old";
-  v.staging_path = StagingPathFor("/state", "d.dev", "handle-old");
-  v.stage = StageState::kStaged;
+  ActualVolume v = StagedRecord("old");
   ASSERT_THAT(store_.Save(v), IsOk());
   mounts_.mounts = {v.staging_path};
 

@@ -31,6 +31,7 @@
 #include "registration/registry.h"
 #include "tests/integration/cluster.h"
 #include "tests/registration/fake_plugin.h"
+#include "tests/testing/dir_watch.h"
 #include "tests/testing/status_matchers.h"
 
 namespace stagehand::registration {
@@ -369,34 +370,20 @@ TEST_F(PluginWatcherTest, RejectedRegistrarRecreatesItsSocketAndRegistersLater) 
 template <typename Message>
 bool WaitForJson(const std::string& path, const std::function<bool(const Message&)>& predicate,
                  Message* out = nullptr) {
-  const std::string dir = path.substr(0, path.rfind('/'));
-  UniqueFd fd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (!fd || inotify_add_watch(fd.Get(), dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE) < 0) {
-    return false;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
-  while (true) {
-    Message message;
-    auto text = ReadFileToString(path);
-    if (text.ok() && google::protobuf::util::JsonStringToMessage(*text, &message).ok() &&
-        predicate(message)) {
-      if (out != nullptr) {
-        *out = message;
-      }
-      return true;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return false;
-    }
-    pollfd p{fd.Get(), POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) > 0) {
-      std::array<char, 4096> buffer{};
-      while (read(fd.Get(), buffer.data(), buffer.size()) > 0) {
-      }
-    }
-  }
+  return stagehand::testing::WaitUntilInDir(
+      path.substr(0, path.rfind('/')), IN_MOVED_TO | IN_CLOSE_WRITE,
+      std::chrono::seconds(kWaitSeconds), [&] {
+        Message message;
+        auto text = ReadFileToString(path);
+        if (!text.ok() || !google::protobuf::util::JsonStringToMessage(*text, &message).ok() ||
+            !predicate(message)) {
+          return false;
+        }
+        if (out != nullptr) {
+          *out = message;
+        }
+        return true;
+      });
 }
 
 const state::v1::RegisteredPlugin* FindPlugin(const state::v1::PluginRegistryStatus& s,
@@ -509,30 +496,17 @@ TEST_F(DaemonRegistrationTest, ASecondDriverIsRegisteredAndDeregisteredAsItsSock
 // Waits (inotify on the parent, no sleeps) until `path` exists with an inode other than
 // `not_inode`; returns its inode, or 0 on timeout.
 ino_t WaitForSocket(const std::string& path, ino_t not_inode = 0) {
-  const std::string dir = path.substr(0, path.rfind('/'));
-  UniqueFd fd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (!fd || inotify_add_watch(fd.Get(), dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) {
-    return 0;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
-  while (true) {
-    struct stat st {};
-
-    if (stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino != not_inode) {
-      return st.st_ino;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return 0;
-    }
-    pollfd p{fd.Get(), POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left.count())) > 0) {
-      std::array<char, 4096> buffer{};
-      while (read(fd.Get(), buffer.data(), buffer.size()) > 0) {
-      }
-    }
-  }
+  ino_t inode = 0;
+  stagehand::testing::WaitUntilInDir(
+      path.substr(0, path.rfind('/')), IN_CREATE | IN_MOVED_TO, std::chrono::seconds(kWaitSeconds),
+      [&] {
+        struct stat st {};
+        if (stat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino != not_inode) {
+          inode = st.st_ino;
+        }
+        return inode != 0;
+      });
+  return inode;
 }
 
 // The HTTP status code of GET http://127.0.0.1:<port><path>, or -1.
