@@ -19,6 +19,7 @@ struct AgentInfo {
   std::string node_id;
   std::string driver_name;
   std::string manifest_dir;
+  std::string session_launcher;
 };
 
 class AgentService final : public stagehand::agent::v1::Agent::Service {

@@ -242,6 +242,7 @@ int RunDaemon(DaemonOptions options) {
              std::string(transport_options.launcher->Name()),
              transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
                                                : absl::StrJoin(transport_options.command, " "));
+  const std::string session_launcher(transport_options.launcher->Name());
   iscsi::UserspaceTransport transport(std::move(transport_options));
   mounter::LibmountMounter mounter;
   mounter::BlkidBlockProbe probe;
@@ -399,7 +400,8 @@ int RunDaemon(DaemonOptions options) {
   // The agent API.
   AgentService agent_service(
       {std::string(kVersion), options.mode == Mode::kKubernetes ? "kubernetes" : "standalone",
-       options.node_id, options.driver_name, options.watch_plugins ? options.manifest_dir : ""},
+       options.node_id, options.driver_name, options.watch_plugins ? options.manifest_dir : "",
+       session_launcher},
       reconciler.get(), options.watch_plugins ? &registry : nullptr,
       [&registrar_mu, &registrar_state] {
         std::lock_guard lock(registrar_mu);

@@ -146,6 +146,9 @@ std::string FormatStatus(const agent::v1::AgentStatus& s) {
   t.AddRow({"plugins:",
             absl::StrCat(s.plugins(), " registered, ", s.plugins_unhealthy(), " unhealthy")});
   t.AddRow({"manifest dir:", OrDash(s.manifest_dir())});
+  t.AddRow({"sessions run:", s.session_launcher() == "systemd"
+                                 ? "as systemd units (stagehand-session-*.service)"
+                                 : OrDash(s.session_launcher())});
   if (s.has_registrar()) {
     const auto& r = s.registrar();
     std::string reg = r.registered() ? "registered"

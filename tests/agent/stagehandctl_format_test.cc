@@ -97,6 +97,14 @@ TEST(FormatStatusTest, ListsProblems) {
   EXPECT_THAT(out, HasSubstr("problems:\n  - volume 'x': boom\n"));
 }
 
+TEST(FormatStatusTest, SaysHowSessionProcessesRun) {
+  agent::v1::AgentStatus s;
+  s.set_session_launcher("systemd");
+  EXPECT_THAT(FormatStatus(s), HasSubstr("as systemd units (stagehand-session-*.service)"));
+  s.set_session_launcher("detached");
+  EXPECT_THAT(FormatStatus(s), HasSubstr("detached"));
+}
+
 TEST(FormatPluginsTest, ShowsPendingSockets) {
   agent::v1::ListPluginsResponse r;
   auto* p = r.add_plugins();
