@@ -58,8 +58,13 @@ absl::Status Format(const std::string& device, std::string_view fstype) {
   if (fstype == "ext4") {
     // -F: the device is not a partition. nodiscard: a fresh iSCSI LUN is already unallocated,
     // and discarding a large one can take minutes. lazy_itable_init: the kernel zeroes inode
-    // tables in the background after mount.
-    return RunTool({"mkfs.ext4", "-F", "-q", "-E", "nodiscard,lazy_itable_init=1", device},
+    // tables in the background after mount. lazy_journal_init: the journal is not zeroed first
+    // (32 MiB through the whole data path, most of a fresh stage). That is safe here because
+    // metadata_csum (-O; Debian's default) makes jbd2 checksum every journal block with a seed
+    // from the new filesystem's UUID, so replay after a crash rejects any stale block, and we
+    // only format LUNs that carry no signature and read as zeros at the start.
+    return RunTool({"mkfs.ext4", "-F", "-q", "-O", "metadata_csum", "-E",
+                    "nodiscard,lazy_itable_init=1,lazy_journal_init=1", device},
                    kFormatTimeout);
   }
   // -K: no discard. No -f: mkfs.xfs refuses an existing signature on its own.
