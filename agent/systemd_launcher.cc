@@ -1,5 +1,10 @@
 #include "agent/systemd_launcher.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -9,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/log.h"
+#include "base/unique_fd.h"
 
 namespace stagehand::agent {
 namespace {
@@ -29,6 +35,32 @@ using AuxUnit = sdbus::Struct<std::string, std::vector<Property>>;
 
 absl::Status FromDbus(const sdbus::Error& e, const std::string& what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", e.getName(), ": ", e.getMessage()));
+}
+
+// sdbus-c++ 1.2 leaks the half-made bus when opening it fails, so an unreachable unix socket is
+// detected here first (the common case: no systemd on this host, or the bus not mounted).
+absl::Status CheckBusSocket(const std::string& address) {
+  constexpr std::string_view kPrefix = "unix:path=";
+  if (!address.starts_with(kPrefix)) {
+    return absl::OkStatus();  // Other transports: left to sd-bus.
+  }
+  std::string path = address.substr(kPrefix.size());
+  path = path.substr(0, path.find(','));
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad D-Bus address '", address, "'"));
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) {
+    return ErrnoStatus(errno, "socket");
+  }
+  if (connect(fd.Get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("nothing listens on '", path, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 class SystemdLauncher : public iscsi::SessionLauncher {
@@ -60,6 +92,12 @@ class SystemdLauncher : public iscsi::SessionLauncher {
 
  private:
   absl::Status ConnectLocked() {
+    if (auto reachable = CheckBusSocket(options_.bus_address); !reachable.ok()) {
+      proxy_.reset();
+      connection_.reset();
+      return absl::Status(reachable.code(), absl::StrCat("systemd on ", options_.bus_address, ": ",
+                                                         reachable.message()));
+    }
     try {
       proxy_.reset();
       connection_ = sdbus::createSessionBusConnectionWithAddress(options_.bus_address);
