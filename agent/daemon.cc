@@ -226,7 +226,10 @@ int RunDaemon(DaemonOptions options) {
         options.systemd_bus_address);
   }
   if (options.session_bundle_dir.empty() && kubernetes) {
-    options.session_bundle_dir = JoinPath(options.runtime_dir, "bin");
+    // Not under /run: many distributions mount it noexec. The kubelet's plugin directory is a
+    // host path the pod mounts at the same place, and executable.
+    options.session_bundle_dir =
+        JoinPath(plugins_root, absl::StrCat("plugins/", options.driver_name, "/bin"));
   }
   if (!options.session_bundle_dir.empty()) {
     const std::string session_binary = iscsi::UserspaceTransport::DefaultBinary();

@@ -44,7 +44,8 @@ struct DaemonOptions {
   std::string session_launcher = "auto";
   std::string systemd_bus_address = "unix:path=/run/dbus/system_bus_socket";
   // Where the relocatable session bundle goes (a host path); empty: run the session binary in
-  // place. Default in Kubernetes mode: <runtime-dir>/bin.
+  // place. Default in Kubernetes mode: /var/lib/kubelet/plugins/<driver>/bin (/run is often
+  // mounted noexec). Checked not to be noexec.
   std::string session_bundle_dir;
   std::string initiator_name;
   std::string iscsi_initiator_conf = "/etc/iscsi/initiatorname.iscsi";

@@ -1,6 +1,7 @@
 #include "agent/session_bundle.h"
 
 #include <stdio.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +41,19 @@ std::vector<std::string> Command(const std::string& dir, const std::string& inte
 
 absl::StatusOr<std::vector<std::string>> InstallSessionBundle(const std::string& session_binary,
                                                               const std::string& bundle_root) {
+  SH_RETURN_IF_ERROR(MakeDirs(bundle_root, 0755));
+
+  struct statvfs fs {};
+
+  if (statvfs(bundle_root.c_str(), &fs) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("statvfs '", bundle_root, "'"));
+  }
+  if ((fs.f_flag & ST_NOEXEC) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", bundle_root,
+                     "' is on a filesystem mounted noexec, so the session binary cannot run from "
+                     "there; set --session-bundle-dir to an executable host path"));
+  }
   SH_ASSIGN_OR_RETURN(std::string binary, ReadFileToString(session_binary));
   const std::string dir = JoinPath(bundle_root, Sha256Hex(binary).substr(0, 16));
 

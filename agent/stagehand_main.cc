@@ -91,9 +91,11 @@ int main(int argc, char** argv) {
                  "D-Bus address of systemd (kubernetes: the host's system bus mounted into the "
                  "pod)")
       ->capture_default_str();
-  app.add_option("--session-bundle-dir", o.session_bundle_dir,
-                 "Host directory for a relocatable copy of the session binary and its libraries, "
-                 "run by the host's systemd (default in kubernetes mode: <runtime-dir>/bin)");
+  app.add_option(
+      "--session-bundle-dir", o.session_bundle_dir,
+      "Host directory for a relocatable copy of the session binary and its libraries, "
+      "run by the host's systemd; must not be mounted noexec (default in kubernetes mode: "
+      "/var/lib/kubelet/plugins/<driver>/bin)");
   app.add_option("--initiator-name", o.initiator_name,
                  "iSCSI initiator name (default: /etc/iscsi/initiatorname.iscsi, else generated "
                  "once and kept in the state dir)");

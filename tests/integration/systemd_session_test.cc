@@ -4,8 +4,10 @@
 // from the relocatable bundle, as it does under the host's systemd in Kubernetes.
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -13,12 +15,14 @@
 
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
+#include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/sha256.h"
+#include "base/subprocess.h"
 #include "iscsi/session_launcher.h"
 #include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
@@ -171,6 +175,29 @@ TEST_F(SystemdSessionTest, LoginFailureLeavesNoUnitBehind) {
   auto units = manager_->Systemctl({"list-units", "--all", "--plain", "stagehand-session-*"});
   ASSERT_TRUE(units.ok()) << units.status();
   EXPECT_FALSE(absl::StrContains(*units, "stagehand-session-")) << *units;
+}
+
+// Many distributions mount /run noexec: a bundle there could never run, so startup refuses it.
+TEST(SessionBundleTest, ANoexecBundleDirectoryIsRefusedAtStartup) {
+  if (!IntegrationEnabled()) {
+    GTEST_SKIP() << "integration test: needs root and SH_INTEGRATION=1";
+  }
+  const std::string root = MakeTempRoot();
+  const std::string noexec = root + "/noexec";
+  ASSERT_TRUE(MakeDirs(noexec, 0755).ok());
+  // Private to this test's mount namespace (see PrivateNamespaceEnvironment).
+  ASSERT_EQ(mount("tmpfs", noexec.c_str(), "tmpfs", MS_NOEXEC, "mode=0755"), 0) << strerror(errno);
+
+  auto run = RunProcess(
+      {StagehandBinary(), "--state-dir=" + root + "/state", "--runtime-dir=" + root + "/run",
+       "--csi-endpoint=unix://" + root + "/c.sock", "--manifest-dir=" + root + "/manifests",
+       "--metrics-address", "", "--session-launcher=detached", "--session-bundle-dir=" + noexec});
+  umount2(noexec.c_str(), MNT_DETACH);
+  ForceCleanup(root);
+
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_code, 1) << run->output;
+  EXPECT_THAT(run->output, ::testing::HasSubstr("mounted noexec")) << run->output;
 }
 
 }  // namespace
