@@ -1,5 +1,6 @@
 #include "agent/csi_node_client.h"
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
 #include <grpcpp/grpcpp.h>
 
@@ -59,8 +60,34 @@ std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) 
 
 }  // namespace
 
-CsiNodeClient::CsiNodeClient(std::string driver, std::string endpoint, OperationMetrics* metrics)
-    : driver_(std::move(driver)), endpoint_(std::move(endpoint)), metrics_(metrics) {
+bool CallCanceller::Add(grpc::ClientContext* context) {
+  std::lock_guard lock(mu_);
+  if (cancelled_) {
+    return false;
+  }
+  live_.insert(context);
+  return true;
+}
+
+void CallCanceller::Remove(grpc::ClientContext* context) {
+  std::lock_guard lock(mu_);
+  live_.erase(context);
+}
+
+void CallCanceller::CancelAll() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  for (grpc::ClientContext* context : live_) {
+    context->TryCancel();
+  }
+}
+
+CsiNodeClient::CsiNodeClient(std::string driver, std::string endpoint, OperationMetrics* metrics,
+                             std::shared_ptr<CallCanceller> canceller)
+    : driver_(std::move(driver)),
+      endpoint_(std::move(endpoint)),
+      metrics_(metrics),
+      canceller_(std::move(canceller)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -89,11 +116,9 @@ absl::Status CsiNodeClient::Stage(const reconciler::StageCall& call,
   }
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeStageVolumeResponse response;
-  auto context = Context(timeout);
-  const auto start = std::chrono::steady_clock::now();
-  return Timed(
-      "NodeStageVolume", start,
-      FromGrpcStatus(stub.NodeStageVolume(context.get(), request, &response), "NodeStageVolume"));
+  return Invoke("NodeStageVolume", timeout, [&](grpc::ClientContext* context) {
+    return stub.NodeStageVolume(context, request, &response);
+  });
 }
 
 absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
@@ -104,11 +129,9 @@ absl::Status CsiNodeClient::Unstage(const std::string& volume_handle,
   request.set_staging_target_path(staging_path);
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeUnstageVolumeResponse response;
-  auto context = Context(timeout);
-  const auto start = std::chrono::steady_clock::now();
-  return Timed("NodeUnstageVolume", start,
-               FromGrpcStatus(stub.NodeUnstageVolume(context.get(), request, &response),
-                              "NodeUnstageVolume"));
+  return Invoke("NodeUnstageVolume", timeout, [&](grpc::ClientContext* context) {
+    return stub.NodeUnstageVolume(context, request, &response);
+  });
 }
 
 absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
@@ -125,11 +148,9 @@ absl::Status CsiNodeClient::Publish(const reconciler::PublishCall& call,
                                             call.publish_context.end());
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodePublishVolumeResponse response;
-  auto context = Context(timeout);
-  const auto start = std::chrono::steady_clock::now();
-  return Timed("NodePublishVolume", start,
-               FromGrpcStatus(stub.NodePublishVolume(context.get(), request, &response),
-                              "NodePublishVolume"));
+  return Invoke("NodePublishVolume", timeout, [&](grpc::ClientContext* context) {
+    return stub.NodePublishVolume(context, request, &response);
+  });
 }
 
 absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
@@ -140,11 +161,9 @@ absl::Status CsiNodeClient::Unpublish(const std::string& volume_handle,
   request.set_target_path(target_path);
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeUnpublishVolumeResponse response;
-  auto context = Context(timeout);
-  const auto start = std::chrono::steady_clock::now();
-  return Timed("NodeUnpublishVolume", start,
-               FromGrpcStatus(stub.NodeUnpublishVolume(context.get(), request, &response),
-                              "NodeUnpublishVolume"));
+  return Invoke("NodeUnpublishVolume", timeout, [&](grpc::ClientContext* context) {
+    return stub.NodeUnpublishVolume(context, request, &response);
+  });
 }
 
 absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
@@ -156,12 +175,9 @@ absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
   request.set_volume_path(path);
   csi::v1::Node::Stub stub(channel_);
   csi::v1::NodeGetVolumeStatsResponse response;
-  auto context = Context(timeout);
-  const auto start = std::chrono::steady_clock::now();
-  SH_RETURN_IF_ERROR(
-      Timed("NodeGetVolumeStats", start,
-            FromGrpcStatus(stub.NodeGetVolumeStats(context.get(), request, &response),
-                           "NodeGetVolumeStats")));
+  SH_RETURN_IF_ERROR(Invoke("NodeGetVolumeStats", timeout, [&](grpc::ClientContext* context) {
+    return stub.NodeGetVolumeStats(context, request, &response);
+  }));
   for (const auto& usage : response.usage()) {
     if (usage.unit() == csi::v1::VolumeUsage::BYTES) {
       out.capacity_bytes = usage.total();
@@ -175,6 +191,21 @@ absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
   }
   out.abnormal = response.has_volume_condition() && response.volume_condition().abnormal();
   return absl::OkStatus();
+}
+
+absl::Status CsiNodeClient::Invoke(const char* method, std::chrono::milliseconds timeout,
+                                   const std::function<grpc::Status(grpc::ClientContext*)>& rpc) {
+  auto context = Context(timeout);
+  if (canceller_ && !canceller_->Add(context.get())) {
+    return absl::CancelledError(absl::StrCat(method, ": stagehand is shutting down"));
+  }
+  absl::Cleanup remove = [&] {
+    if (canceller_) {
+      canceller_->Remove(context.get());
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  return Timed(method, start, FromGrpcStatus(rpc(context.get()), method));
 }
 
 absl::Status CsiNodeClient::Timed(const char* method, std::chrono::steady_clock::time_point start,
@@ -207,7 +238,7 @@ absl::StatusOr<std::shared_ptr<CsiNodeClient>> RegistryDriverDirectory::FindCsi(
   std::lock_guard lock(mu_);
   auto& client = clients_[driver];
   if (!client || client->endpoint() != plugin->endpoint()) {
-    client = std::make_shared<CsiNodeClient>(driver, plugin->endpoint(), metrics_);
+    client = std::make_shared<CsiNodeClient>(driver, plugin->endpoint(), metrics_, canceller_);
   }
   return client;
 }

@@ -3,12 +3,15 @@
 // The reconciler's NodeClient over CSI gRPC to a driver's unix socket, and the DriverDirectory
 // that hands out clients for the drivers the plugin registry holds (registered and healthy).
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 
 #include "reconciler/node_client.h"
 #include "registration/registry.h"
@@ -18,10 +21,27 @@ namespace stagehand::agent {
 struct VolumeStatsSample;
 class OperationMetrics;
 
+// Cancels the calls in flight and refuses later ones, so that shutdown does not wait for a slow
+// driver (a cancelled call counts as uncertain; its record says so). Thread-safe.
+class CallCanceller {
+ public:
+  // Registers a call's context; false when cancelled already (the call must not start).
+  bool Add(grpc::ClientContext* context);
+  void Remove(grpc::ClientContext* context);
+  void CancelAll();
+
+ private:
+  std::mutex mu_;
+  bool cancelled_ = false;
+  std::set<grpc::ClientContext*> live_;
+};
+
 class CsiNodeClient final : public reconciler::NodeClient {
  public:
   // `endpoint`: the driver's CSI socket path. `metrics` (may be null) times every call.
-  CsiNodeClient(std::string driver, std::string endpoint, OperationMetrics* metrics = nullptr);
+  // `canceller` (may be null) can cancel every call of this client.
+  CsiNodeClient(std::string driver, std::string endpoint, OperationMetrics* metrics = nullptr,
+                std::shared_ptr<CallCanceller> canceller = nullptr);
 
   // Creates the staging directory (the CO's duty), loads the secrets file, calls NodeStageVolume.
   absl::Status Stage(const reconciler::StageCall& call, std::chrono::milliseconds timeout) override;
@@ -42,10 +62,14 @@ class CsiNodeClient final : public reconciler::NodeClient {
  private:
   absl::Status Timed(const char* method, std::chrono::steady_clock::time_point start,
                      absl::Status s);
+  // Runs one call with a context that expires after `timeout` and that CancelAll cancels.
+  absl::Status Invoke(const char* method, std::chrono::milliseconds timeout,
+                      const std::function<grpc::Status(grpc::ClientContext*)>& rpc);
 
   std::string driver_;
   std::string endpoint_;
   OperationMetrics* metrics_;
+  std::shared_ptr<CallCanceller> canceller_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 
@@ -58,9 +82,13 @@ class RegistryDriverDirectory final : public reconciler::DriverDirectory {
   absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> Find(const std::string& driver) override;
   absl::StatusOr<std::shared_ptr<CsiNodeClient>> FindCsi(const std::string& driver);
 
+  // On shutdown: cancels every call in flight through these clients and fails later ones.
+  void CancelAll() { canceller_->CancelAll(); }
+
  private:
   const registration::Registry& registry_;
   OperationMetrics* metrics_;
+  std::shared_ptr<CallCanceller> canceller_ = std::make_shared<CallCanceller>();
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<CsiNodeClient>> clients_;  // By driver name.
 };

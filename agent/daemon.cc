@@ -528,6 +528,9 @@ int RunDaemon(DaemonOptions options) {
   Log().info("received signal {}, shutting down (volumes stay staged and published)",
              strsignal(sig));
   metrics_server.reset();
+  // Calls in flight to a slow driver would hold the stop past TimeoutStopSec: cancel them (each
+  // one's record already says uncertain, so the next start finishes or undoes it).
+  directory.CancelAll();
   stats.reset();
   agent_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   agent_server->Wait();
