@@ -72,35 +72,31 @@ const char* GrpcCodeName(absl::StatusCode code) {
   }
 }
 
-prometheus::MetricFamily Gauge(std::string name, std::string help) {
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily f;
   f.name = std::move(name);
   f.help = std::move(help);
-  f.type = prometheus::MetricType::Gauge;
+  f.type = type;
   return f;
+}
+
+prometheus::MetricFamily Gauge(std::string name, std::string help) {
+  return Family(std::move(name), std::move(help), prometheus::MetricType::Gauge);
 }
 
 prometheus::MetricFamily Counter(std::string name, std::string help) {
-  prometheus::MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = prometheus::MetricType::Counter;
-  return f;
-}
-
-void AddCounter(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
-                double value) {
-  prometheus::ClientMetric m;
-  m.label = std::move(labels);
-  m.counter.value = value;
-  f.metric.push_back(std::move(m));
+  return Family(std::move(name), std::move(help), prometheus::MetricType::Counter);
 }
 
 void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
          double value) {
   prometheus::ClientMetric m;
   m.label = std::move(labels);
-  m.gauge.value = value;
+  if (f.type == prometheus::MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
   f.metric.push_back(std::move(m));
 }
 
@@ -244,7 +240,7 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
       if (counters.ok()) {
         const std::string volume = status.volume_id().empty() ? e->d_name : status.volume_id();
         for (auto& c : datapath) {
-          AddCounter(c.family, {{"volume_id", volume}}, static_cast<double>((*counters).*c.field));
+          Add(c.family, {{"volume_id", volume}}, static_cast<double>((*counters).*c.field));
         }
       }
     }

@@ -1,10 +1,5 @@
 #include "agent/systemd_launcher.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
-
-#include <cerrno>
-#include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -14,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/log.h"
-#include "base/unique_fd.h"
+#include "registration/plugin_client.h"
 
 namespace stagehand::agent {
 namespace {
@@ -46,21 +41,7 @@ absl::Status CheckBusSocket(const std::string& address) {
   }
   std::string path = address.substr(kPrefix.size());
   path = path.substr(0, path.find(','));
-  sockaddr_un addr{};
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad D-Bus address '", address, "'"));
-  }
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd) {
-    return ErrnoStatus(errno, "socket");
-  }
-  if (connect(fd.Get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("nothing listens on '", path, "': ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  return registration::CheckListening(path);
 }
 
 class SystemdLauncher : public iscsi::SessionLauncher {
