@@ -49,6 +49,7 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_version(info_.version);
   response->set_mode(info_.mode);
   response->set_session_launcher(info_.session_launcher);
+  response->set_iscsi_transport(info_.iscsi_transport);
   response->set_node_id(info_.node_id);
   response->set_driver_name(info_.driver_name);
   response->set_manifest_dir(info_.manifest_dir);

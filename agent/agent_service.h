@@ -20,6 +20,7 @@ struct AgentInfo {
   std::string driver_name;
   std::string manifest_dir;
   std::string session_launcher;
+  std::string iscsi_transport;  // The default: "kernel" or "userspace".
 };
 
 class AgentService final : public stagehand::agent::v1::Agent::Service {

@@ -36,6 +36,8 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/unique_fd.h"
+#include "iscsi/kernel_transport.h"
+#include "iscsi/transport_set.h"
 #include "iscsi/userspace_transport.h"
 #include "mounter/blkid_block_probe.h"
 #include "mounter/libmount_mounter.h"
@@ -246,7 +248,26 @@ int RunDaemon(DaemonOptions options) {
              transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
                                                : absl::StrJoin(transport_options.command, " "));
   const std::string session_launcher(transport_options.launcher->Name());
-  iscsi::UserspaceTransport transport(std::move(transport_options));
+  iscsi::UserspaceTransport userspace_transport(std::move(transport_options));
+  iscsi::KernelTransport kernel_transport({});
+  const absl::Status kernel_available = iscsi::KernelInitiatorAvailable();
+  std::string default_transport = options.iscsi_transport;
+  if (default_transport == "auto") {
+    default_transport =
+        kernel_available.ok() ? iscsi::kTransportKernel : iscsi::kTransportUserspace;
+  } else if (default_transport == iscsi::kTransportKernel && !kernel_available.ok()) {
+    Log().error("startup failed: --iscsi-transport=kernel: {}", kernel_available);
+    return 1;
+  }
+  if (kernel_available.ok()) {
+    Log().info("iSCSI transport: {} by default (kernel initiator available)", default_transport);
+  } else {
+    Log().info("iSCSI transport: {} (kernel transport unavailable: {})", default_transport,
+               kernel_available);
+  }
+  iscsi::TransportSet transport(userspace_transport,
+                                kernel_available.ok() ? &kernel_transport : nullptr,
+                                default_transport, std::string(kernel_available.message()));
   mounter::LibmountMounter mounter;
   mounter::BlkidBlockProbe probe;
   NodeServiceOptions node_options;
@@ -404,7 +425,7 @@ int RunDaemon(DaemonOptions options) {
   AgentService agent_service(
       {std::string(kVersion), options.mode == Mode::kKubernetes ? "kubernetes" : "standalone",
        options.node_id, options.driver_name, options.watch_plugins ? options.manifest_dir : "",
-       session_launcher},
+       session_launcher, default_transport},
       reconciler.get(), options.watch_plugins ? &registry : nullptr,
       [&registrar_mu, &registrar_state] {
         std::lock_guard lock(registrar_mu);

@@ -42,6 +42,9 @@ struct DaemonOptions {
   // Who starts session processes: "auto" (systemd when it answers on the bus, else detached
   // children), "systemd" or "detached".
   std::string session_launcher = "auto";
+  // Default iSCSI transport: "auto" (kernel when the kernel has the initiator and iscsid
+  // answers, else userspace), "kernel" or "userspace". A volume's `transport` context key wins.
+  std::string iscsi_transport = "auto";
   std::string systemd_bus_address = "unix:path=/run/dbus/system_bus_socket";
   // Where the relocatable session bundle goes (a host path); empty: run the session binary in
   // place. Default in Kubernetes mode: /var/lib/kubelet/plugins/<driver>/bin (/run is often

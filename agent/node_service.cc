@@ -150,7 +150,7 @@ absl::Status NodeService::CheckStagingLive(const VolumeRecord& record) {
         absl::StrCat("nothing is mounted at '", record.staging_path(),
                      "' (the node rebooted or the mount was removed)"));
   }
-  if (m->source != record.session().loop_device()) {
+  if (m->source != iscsi::DeviceOf(record.session())) {
     return absl::FailedPreconditionError(absl::StrCat("'", record.staging_path(),
                                                       "' holds a mount of '", m->source,
                                                       "', not of this volume's device"));
@@ -169,12 +169,12 @@ absl::Status NodeService::TearDown(VolumeRecord& record) {
     auto m = deps_.mounter.Find(record.staging_path());
     SH_RETURN_IF_ERROR(m.status());
     if (m->has_value()) {
-      if (!record.session().loop_device().empty() &&
-          (*m)->source != record.session().loop_device()) {
+      if (!iscsi::DeviceOf(record.session()).empty() &&
+          (*m)->source != iscsi::DeviceOf(record.session())) {
         return absl::FailedPreconditionError(
             absl::StrCat("staging path '", record.staging_path(), "' holds a mount of '",
                          (*m)->source, "', not of this volume's device '",
-                         record.session().loop_device(), "'; refusing to unmount it"));
+                         iscsi::DeviceOf(record.session()), "'; refusing to unmount it"));
       }
       SH_RETURN_IF_ERROR(deps_.mounter.Unmount(record.staging_path()));
     }
@@ -264,9 +264,13 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   record.set_iqn(target.iqn);
   record.set_lun(target.lun);
   record.mutable_volume_context()->insert(req.volume_context().begin(), req.volume_context().end());
-  record.mutable_session()->set_runtime_dir(SessionDir(req.volume_id()));
-  record.mutable_session()->set_fuse_mount(JoinPath(SessionDir(req.volume_id()), "mnt"));
   record.set_phase(VolumeRecord::STAGING);
+  iscsi::AttachRequest attach;
+  attach.target = target;
+  attach.initiator_name = options_.initiator_name;
+  attach.runtime_dir = SessionDir(req.volume_id());
+  attach.volume_id = req.volume_id();
+  deps_.transport.Prepare(attach, record.mutable_session());
   // Persist before any side effect (safety rule 3).
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   absl::Cleanup undo = [&] {
@@ -275,11 +279,6 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
     }
   };
 
-  iscsi::AttachRequest attach;
-  attach.target = target;
-  attach.initiator_name = options_.initiator_name;
-  attach.runtime_dir = SessionDir(req.volume_id());
-  attach.volume_id = req.volume_id();
   const auto started = std::chrono::steady_clock::now();
   auto elapsed_ms = [&started] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
@@ -458,7 +457,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   }
   std::string source = rec.staging_path();
   if (cap.block) {
-    source = rec.session().loop_device();
+    source = iscsi::DeviceOf(rec.session());
     if (!PathExists(req.target_path())) {
       int fd = open(req.target_path().c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
       if (fd < 0) {
@@ -549,7 +548,7 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   }
   std::vector<std::string> problems;
   if (rec.block()) {
-    auto size = mounter::BlockDeviceSize(rec.session().loop_device());
+    auto size = mounter::BlockDeviceSize(iscsi::DeviceOf(rec.session()));
     if (size.ok()) {
       auto* u = resp->add_usage();
       u->set_unit(csi::v1::VolumeUsage::BYTES);
@@ -623,7 +622,7 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
   }
   if (!rec.block()) {
     SH_RETURN_IF_ERROR(
-        WithContext(deps_.grow(rec.session().loop_device(), rec.staging_path(), rec.fs_type()),
+        WithContext(deps_.grow(iscsi::DeviceOf(rec.session()), rec.staging_path(), rec.fs_type()),
                     absl::StrCat("grow the ", rec.fs_type(), " filesystem")));
   }
   rec.set_capacity_bytes(bytes);

@@ -87,6 +87,13 @@ int main(int argc, char** argv) {
                  "(systemd when it answers, else detached)")
       ->check(CLI::IsMember({"auto", "systemd", "detached"}))
       ->capture_default_str();
+  app.add_option("--iscsi-transport", o.iscsi_transport,
+                 "Default iSCSI transport: kernel (open-iscsi, udev, dm-multipath), userspace "
+                 "(libiscsi session processes, FUSE, loop devices), or auto (kernel when the "
+                 "kernel has the initiator and iscsid answers, else userspace); a volume's "
+                 "'transport' context key wins")
+      ->check(CLI::IsMember({"auto", "kernel", "userspace"}))
+      ->capture_default_str();
   app.add_option("--systemd-bus-address", o.systemd_bus_address,
                  "D-Bus address of systemd (kubernetes: the host's system bus mounted into the "
                  "pod)")

@@ -149,6 +149,7 @@ std::string FormatStatus(const agent::v1::AgentStatus& s) {
   t.AddRow({"sessions run:", s.session_launcher() == "systemd"
                                  ? "as systemd units (stagehand-session-*.service)"
                                  : OrDash(s.session_launcher())});
+  t.AddRow({"transport:", OrDash(s.iscsi_transport())});
   if (s.has_registrar()) {
     const auto& r = s.registrar();
     std::string reg = r.registered() ? "registered"

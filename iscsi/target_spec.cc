@@ -53,6 +53,15 @@ absl::StatusOr<std::optional<ChapCredentials>> ParseChap(
     return absl::InvalidArgumentError(absl::StrCat("mutual CHAP needs both '", prefix,
                                                    ".username_in' and '", prefix, ".password_in'"));
   }
+  for (const char* key : {".username", ".password", ".username_in", ".password_in"}) {
+    auto value = Lookup(secrets, prefix + key);
+    if (value && std::any_of(value->begin(), value->end(),
+                             [](char ch) { return ch == '\n' || ch == '\r' || ch == '\0'; })) {
+      // Never echo the value: it may be a secret.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CHAP secret '", prefix, key, "' contains a line break or NUL character; remove it"));
+    }
+  }
   ChapCredentials c;
   c.user = *user;
   c.secret = *secret;
@@ -225,6 +234,13 @@ absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::stri
   }
   if (auto serial = Lookup(context, kExpectedSerialKey)) {
     spec.expected_serial = std::string(absl::StripAsciiWhitespace(*serial));
+  }
+  if (auto transport = Lookup(context, kTransportKey)) {
+    if (*transport != kTransportKernel && *transport != kTransportUserspace) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'transport' value '", *transport, "' is not 'kernel' or 'userspace'"));
+    }
+    spec.transport = *transport;
   }
   SH_ASSIGN_OR_RETURN(spec.session_chap, ParseChap(secrets, "node.session.auth"));
   SH_ASSIGN_OR_RETURN(spec.discovery_chap, ParseChap(secrets, "node.sendtargets.auth"));

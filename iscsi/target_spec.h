@@ -39,6 +39,7 @@ struct TargetSpec {
   std::string expected_serial;  // Empty: unchecked.
   std::optional<ChapCredentials> session_chap;
   std::optional<ChapCredentials> discovery_chap;
+  std::string transport;  // kTransportKernel, kTransportUserspace, or "" (the node's default).
 };
 
 // Volume-context keys.
@@ -48,6 +49,11 @@ inline constexpr char kIqnKey[] = "iqn";
 inline constexpr char kLunKey[] = "lun";
 inline constexpr char kExpectedWwnKey[] = "expectedWWN";
 inline constexpr char kExpectedSerialKey[] = "expectedSerial";
+inline constexpr char kTransportKey[] = "transport";
+
+// Transport names (volume_context `transport`, --iscsi-transport, SessionRecord.transport).
+inline constexpr char kTransportKernel[] = "kernel";
+inline constexpr char kTransportUserspace[] = "userspace";
 
 // Parses "host", "host:port", "[v6]" or "[v6]:port". InvalidArgument with a message that names
 // the bad value otherwise.

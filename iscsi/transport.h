@@ -19,8 +19,13 @@ struct AttachRequest {
   std::string volume_id;    // For the session's status and metrics (not a secret).
 };
 
+// The block device of a session record ("/dev/loop3", "/dev/sdb", "/dev/mapper/3600…").
+inline const std::string& DeviceOf(const state::v1::SessionRecord& session) {
+  return session.device().empty() ? session.loop_device() : session.device();
+}
+
 struct Attachment {
-  std::string device;  // "/dev/loop3"
+  std::string device;  // "/dev/loop3", "/dev/sdb", "/dev/mapper/3600…"
   LunIdentity identity;
   LunCapacity capacity;
   state::v1::SessionRecord session;  // What Detach and Health need, to be persisted.
@@ -35,6 +40,10 @@ struct SessionHealth {
 class Transport {
  public:
   virtual ~Transport() = default;
+
+  // Fills in, before any side effect, what Detach needs to undo an Attach of `request` that was
+  // cut short (a crash half-way): the record is persisted, then Attach runs.
+  virtual void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) = 0;
 
   // Logs in, checks the LUN identity against the request, and exposes the LUN as a block device.
   // Leaves nothing behind on failure. Unauthenticated (CHAP), NotFound (target/LUN),

@@ -164,6 +164,11 @@ UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
   }
 }
 
+void UserspaceTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
+  session->set_runtime_dir(request.runtime_dir);
+  session->set_fuse_mount(JoinPath(request.runtime_dir, "mnt"));
+}
+
 absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& request) {
   SH_RETURN_IF_ERROR(MakeDirs(request.runtime_dir, 0700));
   SessionConfig config;

@@ -34,6 +34,7 @@ class UserspaceTransport : public Transport {
   // `stagehand-session` next to the running binary if present, else the running binary.
   static std::string DefaultBinary();
 
+  void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) override;
   absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
   absl::Status Detach(const state::v1::SessionRecord& session) override;
   absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;

@@ -14,6 +14,10 @@ namespace stagehand::testing {
 
 class FakeTransport : public iscsi::Transport {
  public:
+  void Prepare(const iscsi::AttachRequest& request, state::v1::SessionRecord* session) override {
+    session->set_runtime_dir(request.runtime_dir);
+  }
+
   absl::StatusOr<iscsi::Attachment> Attach(const iscsi::AttachRequest& request) override {
     ++attaches_;
     if (!next_error_.ok()) {

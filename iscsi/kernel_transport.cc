@@ -1,0 +1,502 @@
+#include "iscsi/kernel_transport.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <netdb.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+
+#include <absl/cleanup/cleanup.h>
+#include <absl/strings/match.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include "base/file_io.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
+#include "iscsi/session_conversions.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+spdlog::logger& Log() {
+  return ComponentLog("sessions");
+}
+
+constexpr std::chrono::seconds kToolTimeout{20};
+
+// Flushes `device` and checks that nobody holds it: an exclusive open fails with EBUSY while it
+// is mounted or is a slave of a dm device.
+absl::Status ReleaseBlockDevice(const std::string& device) {
+  UniqueFd fd(::open(device.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC));
+  if (!fd) {
+    if (errno == ENOENT || errno == ENXIO || errno == ENODEV) {
+      return absl::OkStatus();  // Already gone.
+    }
+    if (errno == EBUSY) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          device, " is still in use (mounted, or held by another device such as a multipath map)"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("open ", device));
+  }
+  if (::fsync(fd.Get()) != 0 || ::ioctl(fd.Get(), BLKFLSBUF, 0) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("flush the buffers of ", device));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Portal> ResolvePortal(const Portal& portal) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(portal.host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve portal host '", portal.host, "': ", ::gai_strerror(rc)));
+  }
+  char text[NI_MAXHOST];
+  const int n =
+      ::getnameinfo(res->ai_addr, res->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(res);
+  if (n != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve portal host '", portal.host, "'"));
+  }
+  return Portal{text, portal.port};
+}
+
+KernelTransport::KernelTransport(KernelTransportOptions options)
+    : options_(std::move(options)), sysfs_(options_.sysfs_root) {
+  if (!options_.run) {
+    options_.run = [](const std::vector<std::string>& argv, const RunOptions& o) {
+      return RunProcess(argv, o);
+    };
+  }
+  if (!options_.watch) {
+    options_.watch = [] { return CreateUdevDeviceWatch(); };
+  }
+  if (!options_.scan) {
+    options_.scan = [this](int host, uint32_t lun) { return sysfs_.ScanLun(host, lun); };
+  }
+  if (!options_.release) {
+    options_.release = ReleaseBlockDevice;
+  }
+}
+
+std::string KernelTransport::DevNode(std::string_view block) const {
+  return absl::StrCat(options_.dev_dir, "/", ToAbsl(block));
+}
+
+absl::StatusOr<ProcessResult> KernelTransport::Run(const std::vector<std::string>& argv,
+                                                   std::chrono::seconds timeout) {
+  RunOptions o;
+  o.timeout = timeout;
+  Log().debug("run {}", ArgvToString(argv));
+  auto r = options_.run(argv, o);
+  if (r.ok()) {
+    Log().debug("{}: exit status {}", argv.front(), r->exit_code);
+  } else if (absl::IsNotFound(r.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(argv.front(),
+                     " is not installed; the kernel transport needs open-iscsi (and "
+                     "multipath-tools for several portals)"));
+  }
+  return r;
+}
+
+absl::Status KernelTransport::Login(const AttachRequest& request, const Portal& portal,
+                                    bool multipath) {
+  const std::string& iqn = request.target.iqn;
+  const std::string p = portal.ToString();
+  SH_ASSIGN_OR_RETURN(
+      ProcessResult created,
+      Run({"iscsiadm", "-m", "node", "-o", "new", "-T", iqn, "-p", p}, kToolTimeout));
+  if (created.exit_code != kIscsiErrSessionExists) {
+    SH_RETURN_IF_ERROR(IscsiadmStatus(created, absl::StrCat("create the node record for ", p)));
+  }
+  SH_ASSIGN_OR_RETURN(std::string file, FindNodeRecordFile(options_.nodes_dir, iqn, portal));
+  SH_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
+  NodeRecordSettings settings;
+  settings.chap = request.target.session_chap;
+  settings.initiator_name = request.initiator_name;
+  // With several paths a dead one must fail over quickly instead of queueing I/O for minutes.
+  settings.replacement_timeout_seconds = multipath ? 5 : 0;
+  // The record holds the CHAP secrets: root only, written whole (never seen half-written).
+  SH_RETURN_IF_ERROR(WithContext(WriteFileAtomically(file, RewriteNodeRecord(text, settings), 0600),
+                                 absl::StrCat("write the node record ", file)));
+  SH_ASSIGN_OR_RETURN(
+      ProcessResult login,
+      Run({"iscsiadm", "-m", "node", "-T", iqn, "-p", p, "--login"}, options_.login_timeout));
+  if (login.exit_code == kIscsiErrSessionExists) {
+    Log().debug("already logged in to {} at {}", iqn, p);
+    return absl::OkStatus();
+  }
+  return IscsiadmStatus(login, absl::StrCat("log in to ", iqn, " at ", p));
+}
+
+absl::StatusOr<std::string> KernelTransport::ScanDisk(DeviceWatch& watch, const Portal& portal,
+                                                      const std::string& iqn, uint32_t lun) {
+  auto session = sysfs_.FindSession(iqn, portal.host, portal.port);
+  if (!session) {
+    return absl::InternalError(absl::StrCat("iscsiadm logged in to ", iqn, " at ",
+                                            portal.ToString(), " but sysfs shows no such session"));
+  }
+  if (!sysfs_.SessionDisk(*session, lun)) {
+    SH_RETURN_IF_ERROR(options_.scan(session->host, lun));
+    if (!sysfs_.SessionDisk(*session, lun)) {
+      return absl::NotFoundError(absl::StrCat("target ", iqn, " has no LUN ", lun, " (portal ",
+                                              portal.ToString(), "); check 'lun'"));
+    }
+  }
+  return watch.WaitFor(
+      [&]() -> std::optional<std::string> {
+        auto d = sysfs_.SessionDisk(*session, lun);
+        if (d && !d->disk.empty() && watch.Processed(sysfs_.BlockPath(d->disk))) {
+          return d->disk;
+        }
+        return std::nullopt;
+      },
+      options_.device_timeout,
+      absl::StrCat("LUN ", lun, " of ", iqn, " at ", portal.ToString(), " to appear as a disk"));
+}
+
+absl::StatusOr<KernelSysfs::DmMap> KernelTransport::AssembleMap(
+    DeviceWatch& watch, const std::vector<std::string>& disks) {
+  SH_ASSIGN_OR_RETURN(ProcessResult daemon, Run({"multipathd", "show", "daemon"}, kToolTimeout));
+  if (daemon.exit_code != 0) {
+    return absl::FailedPreconditionError(
+        "several portals need dm-multipath, but multipathd does not answer; install "
+        "multipath-tools and start multipathd, or give a single portal");
+  }
+  // find_multipaths may be strict: list the WWID, then hand multipathd every path.
+  SH_ASSIGN_OR_RETURN(ProcessResult added,
+                      Run({"multipath", "-a", DevNode(disks.front())}, kToolTimeout));
+  if (added.exit_code != 0) {
+    return absl::InternalError(
+        absl::StrCat("multipath -a ", DevNode(disks.front()), " failed: ", added.output));
+  }
+  for (const std::string& disk : disks) {
+    SH_ASSIGN_OR_RETURN(ProcessResult r, Run({"multipathd", "add", "path", disk}, kToolTimeout));
+    (void)r;  // "fail" when multipathd already has the path; the map check below decides.
+  }
+  auto map = watch.WaitFor(
+      [&]() -> std::optional<std::string> {
+        auto m = sysfs_.FindMapOver(disks);
+        if (m && watch.Processed(sysfs_.BlockPath(m->block))) {
+          return m->block;
+        }
+        return std::nullopt;
+      },
+      options_.map_timeout,
+      absl::StrCat("a dm-multipath map over exactly ", absl::StrJoin(disks, ", ")));
+  if (!map.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        map.status().message(),
+        "; check multipathd's configuration (blacklist, find_multipaths) and that no other "
+        "paths of this LUN are logged in"));
+  }
+  return *sysfs_.FindMapOver(disks);
+}
+
+void KernelTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
+  session->set_transport(kTransportKernel);
+  session->clear_paths();
+  for (const Portal& portal : request.target.portals) {
+    state::v1::KernelPath* path = session->add_paths();
+    ToProto(portal, path->mutable_portal());  // Resolved again by Detach.
+    path->set_iqn(request.target.iqn);
+    path->set_lun(request.target.lun);
+  }
+}
+
+absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request) {
+  std::lock_guard lock(mu_);
+  SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
+  const TargetSpec& target = request.target;
+  const bool multipath = target.portals.size() > 1;
+  Attachment a;
+  state::v1::SessionRecord& rec = a.session;
+  rec.set_transport(kTransportKernel);
+  bool attached = false;
+  absl::Cleanup undo = [&] {
+    if (!attached) {
+      if (auto s = DetachLocked(rec, *watch); !s.ok()) {
+        Log().error("volume '{}': cleanup after a failed kernel attach failed: {}",
+                    request.volume_id, s);
+      }
+    }
+  };
+  std::vector<std::string> disks;
+  for (const Portal& given : target.portals) {
+    SH_ASSIGN_OR_RETURN(Portal portal, ResolvePortal(given));
+    state::v1::KernelPath* path = rec.add_paths();
+    ToProto(portal, path->mutable_portal());
+    path->set_iqn(target.iqn);
+    path->set_lun(target.lun);
+    SH_RETURN_IF_ERROR(Login(request, portal, multipath));
+    SH_ASSIGN_OR_RETURN(std::string disk, ScanDisk(*watch, portal, target.iqn, target.lun));
+    path->set_disk(disk);
+    SH_ASSIGN_OR_RETURN(LunIdentity id, sysfs_.DiskIdentity(disk));
+    if (disks.empty()) {
+      a.identity = id;
+      ToProto(id, rec.mutable_identity());  // Before any check: cleanup deletes only this LUN.
+      SH_RETURN_IF_ERROR(CheckExpectedIdentity(id, target.expected_wwn, target.expected_serial));
+    } else if (auto same = CheckSameLun(a.identity, id); !same.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("portal ", portal.ToString(), " leads to another LUN than ",
+                       FromProto(rec.paths(0).portal()).ToString(), ": ", same.message()));
+    }
+    disks.push_back(disk);
+    Log().info("volume '{}': LUN {} of {} at {} is {} ({})", request.volume_id, target.lun,
+               target.iqn, portal.ToString(), DevNode(disk), DescribeIdentity(id));
+  }
+  std::string top = disks.front();
+  rec.set_device(DevNode(top));
+  if (multipath) {
+    SH_ASSIGN_OR_RETURN(KernelSysfs::DmMap map, AssembleMap(*watch, disks));
+    rec.set_multipath_map(map.name);
+    top = map.block;
+    rec.set_device(absl::StrCat(options_.dev_dir, "/mapper/", map.name));
+    Log().info("volume '{}': dm-multipath map {} ({}) over {}", request.volume_id, map.name,
+               map.block, absl::StrJoin(disks, ", "));
+  }
+  SH_ASSIGN_OR_RETURN(a.capacity, sysfs_.Capacity(top));
+  a.device = rec.device();
+  attached = true;
+  return a;
+}
+
+absl::Status KernelTransport::Detach(const state::v1::SessionRecord& session) {
+  std::lock_guard lock(mu_);
+  SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
+  return DetachLocked(session, *watch);
+}
+
+absl::Status KernelTransport::RemoveMap(const std::string& name, DeviceWatch& watch) {
+  auto map = sysfs_.FindMapNamed(name);
+  if (!map) {
+    return absl::OkStatus();
+  }
+  SH_RETURN_IF_ERROR(options_.release(DevNode(map->block)));
+  // `multipath -f` fails while udev or blkid still has the map open for a moment: try again on
+  // each event, bounded.
+  std::string last;
+  auto removed = watch.WaitFor(
+      [&]() -> std::optional<std::string> {
+        if (!sysfs_.FindMapNamed(name)) {
+          return name;
+        }
+        auto r = Run({"multipath", "-f", name}, kToolTimeout);
+        last = r.ok() ? r->output : std::string(r.status().message());
+        return sysfs_.FindMapNamed(name) ? std::nullopt : std::optional<std::string>(name);
+      },
+      options_.map_timeout, absl::StrCat("dm-multipath map ", name, " to go"));
+  if (!removed.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot remove dm-multipath map ", name, ": ", last));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session,
+                                         const state::v1::KernelPath& path, DeviceWatch& watch) {
+  Portal portal = FromProto(path.portal());
+  if (auto resolved = ResolvePortal(portal); resolved.ok()) {
+    portal = *resolved;  // A record written by Prepare holds the name as given.
+  }
+  const std::string p = portal.ToString();
+  auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
+  if (s) {
+    if (auto d = sysfs_.SessionDisk(*s, path.lun()); d && !d->disk.empty()) {
+      const LunIdentity want = FromProto(session.identity());
+      if (!want.Empty()) {
+        auto now = sysfs_.DiskIdentity(d->disk);
+        if (now.ok() && !CheckSameLun(want, *now).ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              d->disk, " (LUN ", path.lun(), " of ", path.iqn(), " at ", p, ") now reports ",
+              DescribeIdentity(*now), ", not the staged ", DescribeIdentity(want), "; left alone"));
+        }
+      }
+      SH_RETURN_IF_ERROR(options_.release(DevNode(d->disk)));
+      SH_RETURN_IF_ERROR(sysfs_.DeleteDisk(d->disk));
+      SH_RETURN_IF_ERROR(watch
+                             .WaitFor(
+                                 [&]() -> std::optional<std::string> {
+                                   auto left = sysfs_.SessionDisk(*s, path.lun());
+                                   if (left) {
+                                     return std::nullopt;
+                                   }
+                                   return d->disk;
+                                 },
+                                 options_.device_timeout, absl::StrCat(d->disk, " to go"))
+                             .status());
+      Log().info("deleted {} (LUN {} of {} at {})", d->disk, path.lun(), path.iqn(), p);
+    }
+    const std::vector<ScsiDisk> others = sysfs_.SessionDisks(*s);
+    if (!others.empty()) {
+      std::vector<std::string> names;
+      for (const ScsiDisk& o : others) {
+        names.push_back(absl::StrCat(o.hctl, o.disk.empty() ? "" : " ", o.disk));
+      }
+      Log().info("session {} to {} at {} stays logged in: in use by {}", s->sid, path.iqn(), p,
+                 absl::StrJoin(names, ", "));
+      return absl::OkStatus();
+    }
+    SH_ASSIGN_OR_RETURN(ProcessResult out,
+                        Run({"iscsiadm", "-m", "node", "-T", path.iqn(), "-p", p, "--logout"},
+                            options_.login_timeout));
+    if (out.exit_code != kIscsiErrNoObjectsFound && out.exit_code != kIscsiErrSessionNotFound) {
+      SH_RETURN_IF_ERROR(IscsiadmStatus(out, absl::StrCat("log out of ", path.iqn(), " at ", p)));
+    }
+    Log().info("logged out of {} at {}", path.iqn(), p);
+  }
+  // No session of ours is left on this portal: drop the record (it holds the CHAP secrets).
+  SH_ASSIGN_OR_RETURN(
+      ProcessResult del,
+      Run({"iscsiadm", "-m", "node", "-o", "delete", "-T", path.iqn(), "-p", p}, kToolTimeout));
+  if (del.exit_code != 0 && del.exit_code != kIscsiErrNoObjectsFound) {
+    Log().warn("cannot delete the node record of {} at {}: {}", path.iqn(), p,
+               IscsiadmStatus(del, "delete the node record"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelTransport::DetachLocked(const state::v1::SessionRecord& session,
+                                           DeviceWatch& watch) {
+  if (!session.multipath_map().empty()) {
+    SH_RETURN_IF_ERROR(RemoveMap(session.multipath_map(), watch));
+  }
+  absl::Status first;
+  for (const state::v1::KernelPath& path : session.paths()) {
+    // Every path gets its turn, even when one fails: a dead portal must not keep the others.
+    if (auto s = RemovePath(session, path, watch); !s.ok() && first.ok()) {
+      first = s;
+    }
+  }
+  return first;
+}
+
+absl::StatusOr<uint64_t> KernelTransport::RefreshCapacity(const state::v1::SessionRecord& session) {
+  std::lock_guard lock(mu_);
+  std::string top;
+  for (const state::v1::KernelPath& path : session.paths()) {
+    const Portal portal = FromProto(path.portal());
+    auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
+    auto d = s ? sysfs_.SessionDisk(*s, path.lun()) : std::nullopt;
+    if (!d || d->disk.empty()) {
+      continue;  // A dead path is resized when it comes back.
+    }
+    SH_RETURN_IF_ERROR(sysfs_.RescanDisk(d->disk));
+    if (top.empty()) {
+      top = d->disk;
+    }
+  }
+  if (top.empty()) {
+    return absl::UnavailableError("no path of the volume's LUN is logged in");
+  }
+  if (!session.multipath_map().empty()) {
+    auto map = sysfs_.FindMapNamed(session.multipath_map());
+    if (!map) {
+      return absl::UnavailableError(
+          absl::StrCat("dm-multipath map ", session.multipath_map(), " is gone"));
+    }
+    SH_ASSIGN_OR_RETURN(
+        ProcessResult r,
+        Run({"multipathd", "resize", "map", session.multipath_map()}, kToolTimeout));
+    if (r.exit_code != 0 || absl::StrContains(r.output, "fail")) {
+      return absl::InternalError(
+          absl::StrCat("multipathd resize map ", session.multipath_map(), " failed: ", r.output));
+    }
+    top = map->block;
+  }
+  SH_ASSIGN_OR_RETURN(LunCapacity c, sysfs_.Capacity(top));
+  return c.Bytes();
+}
+
+SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
+  SessionHealth h;
+  const LunIdentity want = FromProto(session.identity());
+  std::vector<std::string> problems;
+  int working = 0;
+  for (const state::v1::KernelPath& path : session.paths()) {
+    const Portal portal = FromProto(path.portal());
+    const std::string where = absl::StrCat(path.iqn(), " at ", portal.ToString());
+    auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
+    if (!s) {
+      problems.push_back(absl::StrCat("no iSCSI session to ", where));
+      continue;
+    }
+    if (s->state != "LOGGED_IN") {
+      problems.push_back(absl::StrCat("iSCSI session to ", where, " is ", s->state));
+      continue;
+    }
+    auto d = sysfs_.SessionDisk(*s, path.lun());
+    if (!d || d->disk.empty()) {
+      problems.push_back(absl::StrCat("LUN ", path.lun(), " of ", where, " has no disk"));
+      continue;
+    }
+    if (auto id = sysfs_.DiskIdentity(d->disk); id.ok() && !want.Empty()) {
+      if (auto same = CheckSameLun(want, *id); !same.ok()) {
+        h.identity_changed = true;
+        problems.push_back(std::string(same.message()));
+        continue;
+      }
+    }
+    if (const std::string state = sysfs_.DiskState(d->disk); state != "running") {
+      problems.push_back(absl::StrCat(d->disk, " (", where, ") is ", state));
+      continue;
+    }
+    ++working;
+  }
+  if (!session.multipath_map().empty() && !sysfs_.FindMapNamed(session.multipath_map())) {
+    problems.push_back(absl::StrCat("dm-multipath map ", session.multipath_map(), " is gone"));
+    working = 0;
+  }
+  h.healthy = working > 0 && !h.identity_changed;
+  h.message = absl::StrJoin(problems, "; ");
+  if (h.healthy && !problems.empty()) {
+    h.message = absl::StrCat(working, " of ", session.paths_size(), " paths working: ", h.message);
+  }
+  return h;
+}
+
+absl::Status KernelInitiatorAvailable(const std::string& sysfs_root) {
+  struct stat st {};
+
+  const bool loaded = ::stat((sysfs_root + "/module/iscsi_tcp").c_str(), &st) == 0;
+  if (!loaded) {
+    utsname u{};
+    ::uname(&u);
+    auto deps = ReadFileToString(absl::StrCat("/lib/modules/", u.release, "/modules.dep"));
+    if (!deps.ok() || !absl::StrContains(*deps, "/iscsi_tcp.ko")) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the kernel (", u.release,
+                       ") has no iSCSI initiator: iscsi_tcp is neither loaded nor "
+                       "in modules.dep"));
+    }
+  }
+  // iscsiadm talks to iscsid on this abstract unix socket (socket-activated on systemd hosts).
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  constexpr char kName[] = "ISCSIADM_ABSTRACT_NAMESPACE";
+  std::memcpy(addr.sun_path + 1, kName, sizeof kName - 1);
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + sizeof kName - 1);
+  if (!fd || ::connect(fd.Get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    return absl::FailedPreconditionError(
+        "iscsid does not answer (install open-iscsi and start iscsid, or iscsid.socket)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stagehand::iscsi

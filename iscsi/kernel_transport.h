@@ -1,0 +1,79 @@
+#pragma once
+
+// The kernel transport: the host's iSCSI initiator driven through open-iscsi (`iscsiadm`), the
+// LUN found as a SCSI disk through sysfs and udev, and several portals joined into one
+// dm-multipath device by multipathd. Sessions belong to the kernel, so the agent can restart
+// freely; a session is logged out only when no LUN on it is left.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "iscsi/device_watch.h"
+#include "iscsi/iscsiadm.h"
+#include "iscsi/kernel_sysfs.h"
+#include "iscsi/transport.h"
+
+namespace stagehand::iscsi {
+
+struct KernelTransportOptions {
+  std::string sysfs_root = "/sys";
+  std::string dev_dir = "/dev";
+  std::string nodes_dir = "/etc/iscsi/nodes";  // open-iscsi's node records (Debian, Ubuntu).
+  CommandRunner run;                           // RunProcess when empty.
+  // A udev watch when empty.
+  std::function<absl::StatusOr<std::unique_ptr<DeviceWatch>>()> watch;
+  // Flushes a block device's buffers and checks that nothing holds it (not mounted, not a
+  // multipath slave): FailedPrecondition when it is in use. O_EXCL open + BLKFLSBUF when empty.
+  std::function<absl::Status(const std::string& device)> release;
+  // Scans one LUN of a SCSI host and returns when the scan is done. KernelSysfs::ScanLun when
+  // empty.
+  std::function<absl::Status(int host, uint32_t lun)> scan;
+  std::chrono::seconds login_timeout{45};
+  std::chrono::seconds device_timeout{30};
+  std::chrono::seconds map_timeout{30};
+};
+
+class KernelTransport : public Transport {
+ public:
+  explicit KernelTransport(KernelTransportOptions options);
+
+  void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) override;
+  absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
+  absl::Status Detach(const state::v1::SessionRecord& session) override;
+  absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
+  SessionHealth Health(const state::v1::SessionRecord& session) override;
+
+ private:
+  absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv,
+                                    std::chrono::seconds timeout);
+  absl::Status Login(const AttachRequest& request, const Portal& portal, bool multipath);
+  absl::StatusOr<std::string> ScanDisk(DeviceWatch& watch, const Portal& portal,
+                                       const std::string& iqn, uint32_t lun);
+  absl::StatusOr<KernelSysfs::DmMap> AssembleMap(DeviceWatch& watch,
+                                                 const std::vector<std::string>& disks);
+  absl::Status DetachLocked(const state::v1::SessionRecord& session, DeviceWatch& watch);
+  absl::Status RemoveMap(const std::string& name, DeviceWatch& watch);
+  absl::Status RemovePath(const state::v1::SessionRecord& session,
+                          const state::v1::KernelPath& path, DeviceWatch& watch);
+  std::string DevNode(std::string_view block) const;
+
+  KernelTransportOptions options_;
+  KernelSysfs sysfs_;
+  // Serialises attach, detach and capacity refresh: logins, scans and the last-LUN-out logout
+  // of a shared session must not interleave.
+  std::mutex mu_;
+};
+
+// OK when this host can use the kernel transport: the kernel has the iSCSI initiator
+// (iscsi_tcp loaded or loadable) and iscsid answers. FailedPrecondition saying what is missing
+// otherwise.
+absl::Status KernelInitiatorAvailable(const std::string& sysfs_root = "/sys");
+
+// Resolves a portal's host name to an address (kept as is when it already is one), as the
+// kernel reports it in sysfs. Unavailable when it does not resolve.
+absl::StatusOr<Portal> ResolvePortal(const Portal& portal);
+
+}  // namespace stagehand::iscsi

@@ -1,0 +1,455 @@
+#include "iscsi/kernel_transport.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "tests/testing/status_matchers.h"
+
+namespace stagehand::iscsi {
+namespace {
+
+namespace fs = std::filesystem;
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kIqn[] = "iqn.2024-01.dev.stagehand:t";
+
+std::string Page83(uint8_t id) {
+  std::string p = {0x00, static_cast<char>(0x83), 0x00, 20};
+  std::string naa = {0x01, 0x03, 0x00, 0x10, 0x60};
+  naa.append(14, '\0');
+  naa.push_back(static_cast<char>(id));
+  return p + naa;
+}
+
+std::string Page80(const std::string& serial) {
+  return std::string{0x00, static_cast<char>(0x80), 0x00, static_cast<char>(serial.size())} +
+         serial;
+}
+
+void Write(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+std::string Read(const fs::path& path) {
+  auto s = ReadFileToString(path);
+  return s.ok() ? *s : std::string();
+}
+
+// A host as the kernel transport sees it: a sysfs tree, open-iscsi's node records, and an
+// iscsiadm/multipath(d) that change them the way the real ones do.
+class FakeHost {
+ public:
+  FakeHost() {
+    char tmpl[] = "/tmp/shkt.XXXXXX";
+    root_ = mkdtemp(tmpl);
+    sys_ = root_ / "sys";
+    fs::create_directories(sys_ / "class/block");
+  }
+
+  ~FakeHost() { fs::remove_all(root_); }
+
+  // The target's LUNs: number -> serial (its NAA designator ends in the LUN number).
+  std::map<uint32_t, std::string> luns = {{1, "SER1"}, {2, "SER2"}};
+  std::string chap_password;  // Non-empty: a login must have it in its record.
+  std::vector<std::vector<std::string>> commands;
+  int logouts = 0;
+
+  KernelTransportOptions Options() {
+    KernelTransportOptions o;
+    o.sysfs_root = sys_;
+    o.dev_dir = root_ / "dev";
+    o.nodes_dir = root_ / "nodes";
+    o.run = [this](const std::vector<std::string>& argv, const RunOptions&) { return Run(argv); };
+    o.watch = [this]() -> absl::StatusOr<std::unique_ptr<DeviceWatch>> {
+      return std::make_unique<Watch>(this);
+    };
+    o.release = [](const std::string&) { return absl::OkStatus(); };
+    o.scan = [this](int host, uint32_t lun) {
+      for (auto& [sid, s] : sessions_) {
+        if (s.host == host) {
+          AddDisk(s, lun);
+        }
+      }
+      return absl::OkStatus();
+    };
+    return o;
+  }
+
+  fs::path NodeRecord(const std::string& portal) const {
+    std::string dir = portal;
+    std::replace(dir.begin(), dir.end(), ':', ',');  // "127.0.0.1,3260,1"
+    return root_ / "nodes" / kIqn / absl::StrCat(dir, ",1") / "default";
+  }
+
+  int Sessions() const {
+    return fs::exists(sys_ / "class/iscsi_session")
+               ? static_cast<int>(
+                     std::distance(fs::directory_iterator(sys_ / "class/iscsi_session"),
+                                   fs::directory_iterator()))
+               : 0;
+  }
+
+  bool DiskExists(const std::string& disk) const { return fs::exists(sys_ / "class/block" / disk); }
+
+  bool AnyArgvContains(const std::string& text) const {
+    for (const auto& argv : commands) {
+      for (const auto& a : argv) {
+        if (a.find(text) != std::string::npos) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+ private:
+  class Watch : public DeviceWatch {
+   public:
+    explicit Watch(FakeHost* host) : host_(host) {}
+
+    absl::StatusOr<std::string> WaitFor(const std::function<std::optional<std::string>()>& check,
+                                        std::chrono::milliseconds, std::string_view what) override {
+      for (int i = 0; i < 3; ++i) {
+        if (auto v = check()) {
+          return *v;
+        }
+        host_->Settle();
+      }
+      return absl::DeadlineExceededError(absl::StrCat("waiting for ", ToAbsl(what)));
+    }
+
+    bool Processed(const std::string&) override { return true; }
+
+   private:
+    FakeHost* host_;
+  };
+
+  // The kernel acting on what was written to sysfs: scans and deletes.
+  void Settle() {
+    for (const auto& e : fs::directory_iterator(sys_ / "class/block")) {
+      if (Read(e.path() / "device/delete") == "1") {
+        RemoveDisk(e.path().filename());
+      }
+    }
+  }
+
+  struct Session {
+    int host;
+    std::string portal;
+    std::map<uint32_t, std::string> disks;  // lun -> sdX
+  };
+
+  fs::path SessionDevice(int sid) const {
+    return sys_ / "devices/platform" / absl::StrCat("host", sessions_.at(sid).host) /
+           absl::StrCat("session", sid);
+  }
+
+  void AddDisk(Session& s, uint32_t lun) {
+    auto it = luns.find(lun);
+    if (it == luns.end()) {
+      return;  // No such LUN: the scan finds nothing.
+    }
+    const int sid = SidOf(s);
+    const std::string disk =
+        absl::StrCat("sd", std::string(1, static_cast<char>('a' + next_disk_++)));
+    const std::string hctl = absl::StrCat(s.host, ":0:0:", lun);
+    fs::create_directories(SessionDevice(sid) / absl::StrCat("target", s.host, ":0:0") / hctl /
+                           "block" / disk);
+    const fs::path b = sys_ / "class/block" / disk;
+    Write(b / "device/vpd_pg83", Page83(static_cast<uint8_t>(lun)));
+    Write(b / "device/vpd_pg80", Page80(it->second));
+    Write(b / "device/state", "running\n");
+    Write(b / "device/delete", "");
+    Write(b / "device/rescan", "");
+    Write(b / "size", "2097152\n");
+    Write(b / "queue/logical_block_size", "512\n");
+    s.disks[lun] = disk;
+  }
+
+  void RemoveDisk(const std::string& disk) {
+    for (auto& [sid, s] : sessions_) {
+      for (auto it = s.disks.begin(); it != s.disks.end(); ++it) {
+        if (it->second == disk) {
+          fs::remove_all(SessionDevice(sid) / absl::StrCat("target", s.host, ":0:0") /
+                         absl::StrCat(s.host, ":0:0:", it->first));
+          s.disks.erase(it);
+          fs::remove_all(sys_ / "class/block" / disk);
+          return;
+        }
+      }
+    }
+  }
+
+  int SidOf(const Session& s) const {
+    for (const auto& [sid, x] : sessions_) {
+      if (&x == &s) {
+        return sid;
+      }
+    }
+    return -1;
+  }
+
+  static std::string Arg(const std::vector<std::string>& argv, const std::string& flag) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == flag) {
+        return argv[i + 1];
+      }
+    }
+    return "";
+  }
+
+  static bool Has(const std::vector<std::string>& argv, const std::string& flag) {
+    return std::find(argv.begin(), argv.end(), flag) != argv.end();
+  }
+
+  absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv) {
+    commands.push_back(argv);
+    const std::string portal = Arg(argv, "-p");
+    if (argv[0] == "iscsiadm" && Arg(argv, "-o") == "new") {
+      Write(NodeRecord(portal), absl::StrCat("node.name = ", kIqn, "\nnode.startup = automatic\n"));
+      return ProcessResult{0, "New iSCSI node added"};
+    }
+    if (argv[0] == "iscsiadm" && Arg(argv, "-o") == "delete") {
+      if (!fs::exists(NodeRecord(portal))) {
+        return ProcessResult{21, "iscsiadm: No records found"};
+      }
+      fs::remove_all(NodeRecord(portal).parent_path());
+      return ProcessResult{0, ""};
+    }
+    if (argv[0] == "iscsiadm" && Has(argv, "--login")) {
+      for (const auto& [sid, s] : sessions_) {
+        if (s.portal == portal) {
+          return ProcessResult{15,
+                               "iscsiadm: default: 1 session requested, but 1 already present."};
+        }
+      }
+      const std::string record = Read(NodeRecord(portal));
+      if (!chap_password.empty() && record.find("node.session.auth.password = " + chap_password +
+                                                "\n") == std::string::npos) {
+        return ProcessResult{24,
+                             "iscsiadm: initiator reported error (24 - iSCSI login failed due "
+                             "to authorization failure)"};
+      }
+      const int sid = next_sid_++;
+      const int host = sid + 1;
+      sessions_[sid] = Session{host, portal, {}};
+      fs::create_directories(SessionDevice(sid));
+      const fs::path cls = sys_ / "class/iscsi_session" / absl::StrCat("session", sid);
+      fs::create_directories(cls);
+      Write(cls / "targetname", absl::StrCat(kIqn, "\n"));
+      Write(cls / "state", "LOGGED_IN\n");
+      fs::create_directory_symlink(SessionDevice(sid), cls / "device");
+      std::vector<std::string> hp = absl::StrSplit(portal, ':');
+      const fs::path conn = sys_ / "class/iscsi_connection" / absl::StrCat("connection", sid, ":0");
+      Write(conn / "persistent_address", hp[0] + "\n");
+      Write(conn / "persistent_port", hp[1] + "\n");
+      Write(sys_ / absl::StrCat("class/scsi_host/host", host, "/scan"), "");
+      return ProcessResult{0, "Login successful."};
+    }
+    if (argv[0] == "iscsiadm" && Has(argv, "--logout")) {
+      for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+        if (it->second.portal == portal) {
+          fs::remove_all(sys_ / "class/iscsi_session" / absl::StrCat("session", it->first));
+          fs::remove_all(sys_ / "class/iscsi_connection" /
+                         absl::StrCat("connection", it->first, ":0"));
+          sessions_.erase(it);
+          ++logouts;
+          return ProcessResult{0, "Logout successful."};
+        }
+      }
+      return ProcessResult{21, "iscsiadm: No matching sessions found"};
+    }
+    if (argv[0] == "multipathd" && argv[1] == "show") {
+      return ProcessResult{0, "pid 42 running"};
+    }
+    if (argv[0] == "multipath" && argv[1] == "-a") {
+      return ProcessResult{0, "wwid added"};
+    }
+    if (argv[0] == "multipathd" && argv[1] == "add") {
+      mp_paths_.insert(argv[3]);
+      const fs::path dm = sys_ / "class/block/dm-0";
+      Write(dm / "dm/uuid", "mpath-36000\n");
+      Write(dm / "dm/name", "36000\n");
+      Write(dm / "size", "2097152\n");
+      Write(dm / "queue/logical_block_size", "512\n");
+      fs::create_directories(dm / "slaves" / argv[3]);
+      return ProcessResult{0, "ok"};
+    }
+    if (argv[0] == "multipath" && argv[1] == "-f") {
+      fs::remove_all(sys_ / "class/block/dm-0");
+      return ProcessResult{0, ""};
+    }
+    return absl::InternalError(absl::StrCat("unexpected command: ", absl::StrJoin(argv, " ")));
+  }
+
+  fs::path root_;
+  fs::path sys_;
+  std::map<int, Session> sessions_;
+  std::set<std::string> mp_paths_;
+  int next_sid_ = 1;
+  int next_disk_ = 0;
+};
+
+AttachRequest Request(uint32_t lun, std::vector<uint16_t> ports = {3260}) {
+  AttachRequest r;
+  for (uint16_t p : ports) {
+    r.target.portals.push_back(Portal{"127.0.0.1", p});
+  }
+  r.target.iqn = kIqn;
+  r.target.lun = lun;
+  r.volume_id = absl::StrCat("vol", lun);
+  return r;
+}
+
+TEST(KernelTransportTest, AttachLogsInScansOneLunAndDetachLogsOut) {
+  FakeHost host;
+  host.chap_password = "s3cret-pw";
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1);
+  req.target.session_chap = ChapCredentials{"user", "s3cret-pw", "", ""};
+  req.target.expected_serial = "SER1";
+
+  auto a = t.Attach(req);
+
+  ASSERT_THAT(a, IsOk());
+  EXPECT_THAT(a->device, HasSubstr("/dev/sda"));
+  EXPECT_EQ(a->identity.serial, "SER1");
+  EXPECT_EQ(a->capacity.Bytes(), 1024u * 1024 * 1024);
+  EXPECT_EQ(a->session.paths_size(), 1);
+  EXPECT_FALSE(host.DiskExists("sdb"));  // LUN 2 was not scanned.
+  const std::string record = Read(host.NodeRecord("127.0.0.1:3260"));
+  EXPECT_THAT(record, HasSubstr("node.startup = manual"));
+  EXPECT_THAT(record, HasSubstr("node.session.scan = manual"));
+  EXPECT_FALSE(host.AnyArgvContains("s3cret-pw"));  // Never on a command line.
+
+  struct stat st {};
+
+  ASSERT_EQ(stat(host.NodeRecord("127.0.0.1:3260").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+
+  EXPECT_FALSE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 0);
+  EXPECT_FALSE(fs::exists(host.NodeRecord("127.0.0.1:3260")));  // The secret is gone too.
+  EXPECT_THAT(t.Detach(a->session), IsOk());                    // Idempotent.
+}
+
+TEST(KernelTransportTest, WrongChapIsUnauthenticatedAndLeavesNothing) {
+  FakeHost host;
+  host.chap_password = "right";
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1);
+  req.target.session_chap = ChapCredentials{"user", "wrong", "", ""};
+
+  EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kUnauthenticated));
+
+  EXPECT_EQ(host.Sessions(), 0);
+  EXPECT_FALSE(fs::exists(host.NodeRecord("127.0.0.1:3260")));
+}
+
+TEST(KernelTransportTest, IdentityMismatchFailsClosedAndCleansUp) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1);
+  req.target.expected_serial = "OTHER";
+
+  EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_FALSE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, MissingLunIsNotFound) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+
+  EXPECT_THAT(t.Attach(Request(7)), StatusIs(absl::StatusCode::kNotFound, HasSubstr("LUN 7")));
+
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, SharedSessionIsLoggedOutWithItsLastLun) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  auto b = t.Attach(Request(2));
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(host.Sessions(), 1);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_EQ(host.Sessions(), 1);  // LUN 2 still uses it.
+  EXPECT_TRUE(t.Health(b->session).healthy);
+
+  ASSERT_THAT(t.Detach(b->session), IsOk());
+  EXPECT_EQ(host.Sessions(), 0);
+  EXPECT_EQ(host.logouts, 1);
+}
+
+TEST(KernelTransportTest, DetachLeavesADiskThatNowReportsAnotherLun) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+  state::v1::SessionRecord other = a->session;
+  other.mutable_identity()->set_serial("SOMEONE-ELSE");
+
+  EXPECT_THAT(t.Detach(other), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_TRUE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(other).identity_changed);
+}
+
+TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+
+  auto a = t.Attach(Request(1, {3260, 3261}));
+
+  ASSERT_THAT(a, IsOk());
+  EXPECT_THAT(a->device, HasSubstr("/dev/mapper/36000"));
+  EXPECT_EQ(a->session.multipath_map(), "36000");
+  EXPECT_EQ(host.Sessions(), 2);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_FALSE(host.DiskExists("dm-0"));
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, PreparedRecordUndoesACutShortAttach) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  state::v1::SessionRecord prepared;
+  t.Prepare(Request(1), &prepared);
+  ASSERT_THAT(t.Attach(Request(1)), IsOk());  // As if the agent died right after.
+
+  ASSERT_THAT(t.Detach(prepared), IsOk());
+
+  EXPECT_FALSE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+}  // namespace
+}  // namespace stagehand::iscsi
