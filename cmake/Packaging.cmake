@@ -60,8 +60,9 @@ else()
 libabsl20220623, libyaml-cpp0.7, libspdlog1.10, libfmt9, libmount1, libblkid1, libsystemd0, libsdbus-c++1, \
 libprometheus-cpp-pull1.0, libprometheus-cpp-core1.0, libcivetweb1, libstdc++6, libgcc-s1, libc6")
 endif()
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "tgt, open-iscsi")
+# open-iscsi and multipath-tools: the kernel transport (the userspace one needs neither).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd, open-iscsi")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "multipath-tools, tgt")
 
 # Control files: the config is a conffile (dpkg keeps local edits on upgrade and asks), and
 # postinst reloads systemd.

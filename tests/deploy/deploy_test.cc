@@ -207,6 +207,8 @@ TEST_F(DaemonSetTest, MountsHostPathsTheAgentNeeds) {
       {"/run/stagehand", "DirectoryOrCreate"},
       {"/var/lib/stagehand", "DirectoryOrCreate"},
       {"/run/dbus/system_bus_socket", "Socket"},
+      {"/etc/iscsi", "DirectoryOrCreate"},  // Kernel transport: node records.
+      {"/run/udev", ""},                    // ... and udev's device database.
   };
 
   for (const Want& want : wants) {
