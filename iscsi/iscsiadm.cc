@@ -118,14 +118,17 @@ std::string RewriteNodeRecord(std::string_view text, const NodeRecordSettings& s
 absl::StatusOr<std::string> FindNodeRecordFile(const std::string& nodes_dir, const std::string& iqn,
                                                const Portal& portal) {
   const std::string target_dir = absl::StrCat(nodes_dir, "/", iqn);
-  const std::string prefix = absl::StrCat(portal.host, ",", portal.port, ",");
+  // "<address>,<port>" when the target portal group tag is unknown (a record made with -o new),
+  // "<address>,<port>,<tpgt>" when it came from discovery.
+  const std::string exact = absl::StrCat(portal.host, ",", portal.port);
+  const std::string prefix = exact + ",";
   DIR* dir = ::opendir(target_dir.c_str());
   if (dir == nullptr) {
     return absl::NotFoundError(absl::StrCat("no node records for ", iqn, " in ", nodes_dir));
   }
   std::string found;
   while (const dirent* e = ::readdir(dir)) {
-    if (absl::StartsWith(e->d_name, prefix)) {
+    if (e->d_name == exact || absl::StartsWith(e->d_name, prefix)) {
       found = absl::StrCat(target_dir, "/", e->d_name);
       break;
     }

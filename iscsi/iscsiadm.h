@@ -55,8 +55,8 @@ struct NodeRecordSettings {
 std::string RewriteNodeRecord(std::string_view text, const NodeRecordSettings& settings);
 
 // The file of the node record for `iqn` at `portal` under `nodes_dir` (normally
-// /etc/iscsi/nodes): `<iqn>/<address>,<port>,<tpgt>/default` (or the older flat
-// `<iqn>/<address>,<port>,<tpgt>` file). NotFound if there is none.
+// /etc/iscsi/nodes): `<iqn>/<address>,<port>[,<tpgt>]`, a file, or a directory holding one file
+// per interface (`default`). NotFound if there is none.
 absl::StatusOr<std::string> FindNodeRecordFile(const std::string& nodes_dir, const std::string& iqn,
                                                const Portal& portal);
 

@@ -94,9 +94,9 @@ class FakeHost {
   }
 
   fs::path NodeRecord(const std::string& portal) const {
-    std::string dir = portal;
-    std::replace(dir.begin(), dir.end(), ':', ',');  // "127.0.0.1,3260,1"
-    return root_ / "nodes" / kIqn / absl::StrCat(dir, ",1") / "default";
+    std::string file = portal;
+    std::replace(file.begin(), file.end(), ':', ',');  // "127.0.0.1,3260", as -o new makes it
+    return root_ / "nodes" / kIqn / file;
   }
 
   int Sessions() const {
@@ -231,7 +231,7 @@ class FakeHost {
       if (!fs::exists(NodeRecord(portal))) {
         return ProcessResult{21, "iscsiadm: No records found"};
       }
-      fs::remove_all(NodeRecord(portal).parent_path());
+      fs::remove(NodeRecord(portal));
       return ProcessResult{0, ""};
     }
     if (argv[0] == "iscsiadm" && Has(argv, "--login")) {
