@@ -191,8 +191,11 @@ absl::StatusOr<KernelSysfs::DmMap> KernelTransport::AssembleMap(
   }
   auto map = watch.WaitFor(
       [&]() -> std::optional<std::string> {
+        // udev makes /dev/mapper/<name> on the change event after the table is loaded, not on
+        // the map's first event.
         auto m = sysfs_.FindMapOver(disks);
-        if (m && watch.Processed(sysfs_.BlockPath(m->block))) {
+        if (m && watch.Processed(sysfs_.BlockPath(m->block)) && !m->name.empty() &&
+            ::access(absl::StrCat(options_.dev_dir, "/mapper/", m->name).c_str(), F_OK) == 0) {
           return m->block;
         }
         return std::nullopt;

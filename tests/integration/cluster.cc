@@ -127,14 +127,13 @@ StagehandDaemon::~StagehandDaemon() {
 }
 
 absl::Status StagehandDaemon::Start() {
-  std::vector<std::string> args = {StagehandBinary(),
-                                   "--csi-endpoint=" + endpoint(),
-                                   "--state-dir=" + state_dir(),
-                                   "--runtime-dir=" + runtime_dir(),
+  std::vector<std::string> args = {StagehandBinary(), "--csi-endpoint=" + endpoint(),
+                                   "--state-dir=" + state_dir(), "--runtime-dir=" + runtime_dir(),
                                    "--manifest-dir=" + root_ + "/manifests",
-                                   "--metrics-address=127.0.0.1:0",
-                                   "--node-id=it-node",
-                                   "--log-level=debug"};
+                                   "--metrics-address=127.0.0.1:0", "--node-id=it-node",
+                                   // These suites test the userspace data path, also on hosts
+                                   // whose kernel has an initiator (auto would pick it).
+                                   "--iscsi-transport=userspace", "--log-level=debug"};
   args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
   const std::string log = root_ + "/daemon.log";
   pid_ = fork();

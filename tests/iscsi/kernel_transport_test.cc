@@ -291,6 +291,9 @@ class FakeHost {
       Write(dm / "size", "2097152\n");
       Write(dm / "queue/logical_block_size", "512\n");
       fs::create_directories(dm / "slaves" / argv[3]);
+      if (mp_paths_.size() == 2) {  // udev's link once the table holds both paths.
+        Write(root_ / "dev/mapper/36000", "");
+      }
       return ProcessResult{0, "ok"};
     }
     if (argv[0] == "multipath" && argv[1] == "-f") {

@@ -1,0 +1,466 @@
+#!/bin/bash
+# End-to-end test of stagehand's kernel iSCSI transport. Runs inside the guest that
+# tests/kernel/guest.sh boots (as /test.sh, multipathd running); tests/kernel/run_transport.sh
+# starts the target and passes the parameters:
+#   SH_TGT_IQN, SH_TGT_PORT, SH_TGT_PORT2   target and its two portal ports on the host (10.0.2.2)
+#   SH_TGT_SERIAL                           LUN 1's unit serial number
+#   SH_TGT_CANARY_LUN                       a LUN of the target that must never be scanned
+#   SH_CHAP_USER, SH_CHAP_PASSWORD          the CHAP account bound to the target (test-only)
+#   SH_STAGEHAND, SH_STAGEHANDCTL           the binaries (included at their host paths)
+#   SH_TRACE=1                              trace every command with a timestamp
+#
+# stagehand runs with --iscsi-transport=kernel; everything goes through stagehandctl's CSI calls:
+#  1. single path with CHAP: stage (mount from /dev/sdX, ext4, one session, node record with
+#     node.startup and node.session.scan manual although iscsid.conf's defaults here say
+#     automatic/auto, only LUN 1 scanned, the CHAP secret in no command line, log, output or
+#     file that others than root can read), publish, write, unpublish, unstage (no mount,
+#     session or disk left), stage again (same filesystem, same data), unstage;
+#  2. a wrong CHAP secret: stage fails with UNAUTHENTICATED and leaves nothing behind;
+#  3. two portals: a dm-multipath map over two paths; the host drops the second portal on
+#     request (console line "STAGEHAND-HOST-REQUEST drop-portal <port>", see run_transport.sh);
+#     once the kernel failed that path, write + fsync + read back through the mount must work
+#     over the other; unstage removes the map and logs out of both sessions (one of them failed);
+#  4. stagehand stops on SIGTERM; no session, disk, map or mount is left.
+# Each check prints "transport: ok <what> (<seconds>s)"; the last line is a summary.
+set -euo pipefail
+if [[ ${SH_TRACE:-0} == 1 ]]; then
+  PS4='+ ${EPOCHREALTIME} '
+  set -x
+fi
+
+iqn=${SH_TGT_IQN:?}
+port=${SH_TGT_PORT:?}
+port2=${SH_TGT_PORT2:?}
+serial=${SH_TGT_SERIAL:?}
+canary_lun=${SH_TGT_CANARY_LUN:-}
+chap_user=${SH_CHAP_USER:?}
+chap_password=${SH_CHAP_PASSWORD:?}
+stagehand=${SH_STAGEHAND:?}
+stagehandctl=${SH_STAGEHANDCTL:?}
+# Nothing started from here inherits the secret through its environment.
+unset SH_CHAP_PASSWORD
+host=10.0.2.2
+lun=1
+endpoint=unix:///run/sh/csi.sock
+stage_dir=/var/lib/sh-stage
+pub_dir=/var/lib/sh-pub
+work=/run/sh-test # logs and records of this test; secrets go to /root/secrets
+shlog=$work/stagehand.log
+ctl_out=$work/stagehandctl.out
+argv_log=$work/iscsiadm.argv
+wrong_password=$chap_password-wrong
+shpid=""
+checks=0
+t0=$EPOCHREALTIME
+t_step=$t0
+
+elapsed() { # seconds since $1, two decimals
+  local us=$((${EPOCHREALTIME/./} - ${1/./}))
+  printf '%d.%02d' $((us / 1000000)) $((us % 1000000 / 10000))
+}
+ok() {
+  checks=$((checks + 1))
+  echo "transport: ok $* ($(elapsed "$t_step")s)"
+  t_step=$EPOCHREALTIME
+}
+fail() {
+  echo "transport: FAIL $*" >&2
+  exit 1
+}
+
+# What a failed run needs to be understood; the secret is test-only, so the logs are shown whole.
+diagnostics() {
+  echo "transport: --- diagnostics ---"
+  echo "transport: iSCSI sessions:"
+  local s sid
+  for s in /sys/class/iscsi_session/session*; do
+    [[ -e $s ]] || continue
+    sid=${s##*/session}
+    echo "  session$sid $(<"$s/state") $(<"$s/targetname")" \
+      "port $(cat "/sys/class/iscsi_connection/connection$sid:0/persistent_port" 2>/dev/null)" \
+      "recovery_tmo $(<"$s/recovery_tmo")"
+  done
+  echo "transport: block devices: $(ls /sys/block)"
+  echo "transport: mounts under the test directories:"
+  findmnt -rn -o TARGET,SOURCE,FSTYPE | grep -E "^($stage_dir|$pub_dir)/" || true
+  echo "transport: multipathd show topology:"
+  timeout 10 multipathd show topology || true
+  echo "transport: iscsiadm calls (argv):"
+  cat "$argv_log" 2>/dev/null || true
+  echo "transport: stagehandctl output:"
+  cat "$ctl_out" 2>/dev/null || true
+  echo "transport: stagehand log ($shlog):"
+  cat "$shlog" 2>/dev/null || true
+  echo "transport: dmesg (last 40 lines):"
+  dmesg | tail -n 40
+}
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+on_exit() {
+  local rc=$?
+  [[ $rc == 0 ]] || diagnostics
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'echo "transport: FAIL at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# until_deadline SECONDS COMMAND...: polls COMMAND (every 50 ms) until it succeeds; 1 on timeout.
+until_deadline() {
+  local end=$((${EPOCHREALTIME/./} + $1 * 1000000))
+  shift
+  until "$@"; do
+    ((${EPOCHREALTIME/./} < end)) || return 1
+    sleep 0.05
+  done
+}
+
+ctl() { # stagehandctl on the test's endpoint, stderr merged; its output is kept in $ctl_out
+  local out rc=0
+  out=$("$stagehandctl" --endpoint "$endpoint" --timeout 60 "$@" 2>&1) || rc=$?
+  printf '%s\n' "$out" >>"$ctl_out"
+  [[ -z $out ]] || printf '%s\n' "$out"
+  return "$rc"
+}
+
+stagehand_alive() { kill -0 "$shpid" 2>/dev/null; }
+
+# --- iSCSI and block-device views -----------------------------------------------------------
+# The session directories for the target (any state), one per line.
+sessions() {
+  local s
+  for s in /sys/class/iscsi_session/session*; do
+    [[ -e $s && $(<"$s/targetname") == "$iqn" ]] && echo "$s"
+  done
+  return 0
+}
+count_sessions() { # every session, whatever its target
+  local n=0 s
+  for s in /sys/class/iscsi_session/session*; do [[ ! -e $s ]] || n=$((n + 1)); done
+  echo "$n"
+}
+session_for_port() { # prints the session directory for PORT
+  local s sid
+  for s in $(sessions); do
+    sid=${s##*/session}
+    if [[ $(<"/sys/class/iscsi_connection/connection$sid:0/persistent_port") == "$1" ]]; then
+      echo "$s"
+      return 0
+    fi
+  done
+  return 1
+}
+lun_disk() { # SESSION_DIR LUN: prints the sd name of that LUN on the session
+  local b
+  for b in "$1"/device/target*/*:"$2"/block/*; do
+    [[ -e $b ]] || continue
+    echo "${b##*/}"
+    return 0
+  done
+  return 1
+}
+sd_disks() {
+  local d
+  for d in /sys/block/sd*; do [[ ! -e $d ]] || echo "${d##*/}"; done
+}
+dm_devices() {
+  local d
+  for d in /sys/block/dm-*; do [[ ! -e $d ]] || echo "${d##*/}"; done
+}
+mounts_under_test_dirs() {
+  findmnt -rn -o TARGET | grep -E "^($stage_dir|$pub_dir)(/|$)" || true
+}
+# The block device (sysfs name) mounted at PATH, from its device number.
+mounted_block() {
+  local majmin
+  majmin=$(findmnt -n -o MAJ:MIN --mountpoint "$1") || return 1
+  majmin=${majmin// /}
+  basename "$(readlink -f "/sys/dev/block/$majmin")"
+}
+# dm-multipath's own view of the path MAJ:MIN in map NAME: "A" active, "F" failed.
+dm_path_state() {
+  local -a f
+  local i
+  read -r -a f <<<"$(dmsetup status "$2")"
+  for ((i = 0; i < ${#f[@]} - 1; i++)); do
+    if [[ ${f[i]} == "$1" ]]; then
+      echo "${f[i + 1]}"
+      return 0
+    fi
+  done
+  return 1
+}
+leftovers() { # prints what a clean node should not have; empty when clean
+  local n
+  n=$(count_sessions)
+  [[ $n == 0 ]] || echo "$n iSCSI session(s): $(sessions | tr '\n' ' ')"
+  [[ -z $(sd_disks) ]] || echo "disks: $(sd_disks | tr '\n' ' ')"
+  [[ -z $(dm_devices) ]] || echo "dm devices: $(dm_devices | tr '\n' ' ')"
+  [[ -z $(mounts_under_test_dirs) ]] || echo "mounts: $(mounts_under_test_dirs | tr '\n' ' ')"
+  return 0
+}
+
+# The CHAP secret must appear in no command line, log or output, and only in files nobody but
+# root can read (open-iscsi keeps it in the node record: mode 0600). The guest's grep is
+# busybox's, whose -F misses matches in files with NUL bytes: the secrets are plain regexps
+# ([A-Za-z0-9-]) and the set-up checks that a match in such a file is found.
+has_secret() { grep -q -- "$1" "$2" 2>/dev/null; } # SECRET FILE
+check_secret_hidden() { # SECRET WHAT
+  local pw=$1 f mode
+  # iscsiadm's command lines, command lines sampled (ps), stagehand's log, stagehandctl's output
+  for f in "$argv_log" "$work/ps.samples" "$shlog" "$ctl_out"; do
+    if has_secret "$pw" "$f"; then fail "$2: the CHAP secret is in $f"; fi
+  done
+  while IFS= read -r f; do
+    mode=$(stat -c %a "$f")
+    ((8#$mode & 8#077)) && fail "$2: the CHAP secret is in $f, mode $mode (readable by others)"
+  done < <(grep -rl -- "$pw" /etc/iscsi /var/lib/stagehand /run/stagehand 2>/dev/null || true)
+  return 0
+}
+
+echo "transport: kernel $(uname -r), target $iqn at $host:$port and $host:$port2"
+
+# --- set-up ------------------------------------------------------------------------------------
+mkdir -p "$work" /run/sh "$stage_dir" "$pub_dir"
+[[ $chap_password =~ ^[A-Za-z0-9-]{12,}$ ]] || fail "the CHAP secret must be [A-Za-z0-9-]{12,}"
+printf 'x\0%s\0y' "$wrong_password" >"$work/selftest"
+has_secret "$wrong_password" "$work/selftest" || fail "grep misses a secret in a file with NULs"
+: >"$ctl_out"
+mkdir -m 0700 /root/secrets
+printf 'node.session.auth.username: %s\nnode.session.auth.password: %s\n' "$chap_user" \
+  "$chap_password" >/root/secrets/good.yaml
+printf 'node.session.auth.username: %s\nnode.session.auth.password: %s\n' "$chap_user" \
+  "$wrong_password" >/root/secrets/wrong.yaml
+chmod 0600 /root/secrets/*.yaml
+# iscsid.conf defaults that stagehand must override in its node records: with these, a record it
+# leaves alone would log in at boot and scan every LUN.
+sed -i -e 's/^node\.startup = manual$/node.startup = automatic/' \
+  -e 's/^node\.session\.scan = manual$/node.session.scan = auto/' /etc/iscsi/iscsid.conf
+grep -qx 'node.startup = automatic' /etc/iscsi/iscsid.conf || fail "could not change iscsid.conf"
+# Every iscsiadm run leaves its argv in $argv_log: a CHAP secret must never be on a command line.
+iscsiadm_bin=$(type -P iscsiadm)
+mv "$iscsiadm_bin" "$iscsiadm_bin.real"
+cat >"$iscsiadm_bin" <<EOF
+#!/bin/sh
+# argv recorder of transport_test.sh
+printf '%s\n' "\$*" >>$argv_log
+exec $iscsiadm_bin.real "\$@"
+EOF
+chmod 0755 "$iscsiadm_bin"
+: >"$argv_log"
+
+# --- stagehand ---------------------------------------------------------------------------------
+env -i PATH="$PATH" HOME=/root "$stagehand" --iscsi-transport=kernel --csi-endpoint "$endpoint" \
+  --state-dir /var/lib/stagehand --runtime-dir /run/stagehand --no-watch-plugins --node-id guest \
+  --log-level debug </dev/null >"$shlog" 2>&1 &
+shpid=$!
+probe() {
+  stagehand_alive && "$stagehandctl" --endpoint "$endpoint" identity probe >/dev/null 2>&1
+}
+if ! until_deadline 30 probe; then
+  stagehand_alive || fail "stagehand exited at start (unknown flag? see its log below)"
+  fail "stagehand did not answer identity probe within 30 s"
+fi
+ok "stagehand $("$stagehand" --version) serving $endpoint (pid $shpid)"
+plugin=$(ctl identity info)
+[[ $plugin == iscsi.stagehand.dev* ]] || fail "GetPluginInfo: '$plugin'"
+info=$(ctl node info)
+grep -qx 'node_id: guest' <<<"$info" || fail "NodeGetInfo: '$info'"
+ok "GetPluginInfo: $plugin; NodeGetInfo: node_id guest"
+
+# --- single path, CHAP -------------------------------------------------------------------------
+ctx=(-c "targetPortal=$host:$port" -c "iqn=$iqn" -c "lun=$lun" -c "expectedSerial=$serial")
+stage_v1() {
+  ctl node stage --volume-id v1 --staging-path "$stage_dir/v1" "${ctx[@]}" \
+    --secrets-file /root/secrets/good.yaml
+}
+# ps, sampled while stage runs (the argv recorder above sees every iscsiadm run for sure).
+(while :; do
+  cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' || true
+  echo
+  sleep 0.05
+done) >"$work/ps.samples" &
+sampler=$!
+stage_v1 || fail "stage v1 (single path, CHAP)"
+kill "$sampler"
+wait "$sampler" 2>/dev/null || true
+ok "stage v1: one portal, CHAP"
+
+sd=$(mounted_block "$stage_dir/v1") || fail "$stage_dir/v1 is not mounted"
+[[ $sd == sd* ]] || fail "$stage_dir/v1 is mounted from /dev/$sd, not from an sd disk"
+[[ $(blkid -p -o value -s TYPE "/dev/$sd") == ext4 ]] || fail "/dev/$sd is not ext4"
+uuid=$(blkid -p -o value -s UUID "/dev/$sd")
+mapfile -t ss < <(sessions)
+[[ ${#ss[@]} == 1 ]] || fail "expected one session to $iqn, found ${#ss[@]}"
+s1=$(session_for_port "$port") || fail "no session through $host:$port"
+[[ $(<"$s1/state") == LOGGED_IN ]] || fail "session ${s1##*/} is $(<"$s1/state")"
+[[ $(lun_disk "$s1" "$lun") == "$sd" ]] || fail "/dev/$sd is not LUN $lun of ${s1##*/}"
+grep -q -- "$serial" "/sys/block/$sd/device/vpd_pg80" || fail "/dev/$sd: serial is not $serial"
+[[ $(sd_disks) == "$sd" ]] || fail "disks besides LUN $lun were scanned: $(sd_disks | tr '\n' ' ')"
+[[ -z $canary_lun ]] || ! lun_disk "$s1" "$canary_lun" >/dev/null ||
+  fail "LUN $canary_lun was scanned although only LUN $lun was staged"
+ok "staged: $stage_dir/v1: ext4 on /dev/$sd, LUN $lun (serial $serial) of ${s1##*/}" \
+  "(LOGGED_IN), no other disk"
+
+rec=$(iscsiadm -m node -T "$iqn" -p "$host:$port") || fail "no node record for $host:$port"
+grep -qx 'node.startup = manual' <<<"$rec" || fail "node record: $(grep '^node.startup' <<<"$rec")"
+grep -qx 'node.session.scan = manual' <<<"$rec" ||
+  fail "node record: $(grep '^node.session.scan' <<<"$rec")"
+grep -qx 'node.session.auth.authmethod = CHAP' <<<"$rec" || fail "node record: no CHAP"
+grep -qx "node.session.auth.username = $chap_user" <<<"$rec" || fail "node record: CHAP user"
+[[ -s $argv_log ]] || fail "no iscsiadm run was recorded: does stagehand run another iscsiadm?"
+check_secret_hidden "$chap_password" "stage v1"
+ok "node record: node.startup and node.session.scan manual (iscsid.conf: automatic, auto)," \
+  "CHAP; the secret in no argv ($(wc -l <"$argv_log") iscsiadm runs," \
+  "$(grep -c . "$work/ps.samples") ps samples), log or readable file"
+
+ctl node publish --volume-id v1 --staging-path "$stage_dir/v1" --target-path "$pub_dir/v1" ||
+  fail "publish v1"
+[[ $(mounted_block "$pub_dir/v1") == "$sd" ]] || fail "$pub_dir/v1 is not a mount of /dev/$sd"
+dd if=/dev/urandom of="$pub_dir/v1/data" bs=64k count=16 conv=fsync status=none
+sync
+sum=$(sha256sum <"$pub_dir/v1/data")
+ok "publish v1 at $pub_dir/v1, 1 MiB written and synced"
+
+ctl node unpublish --volume-id v1 --target-path "$pub_dir/v1" || fail "unpublish v1"
+ctl node unstage --volume-id v1 --staging-path "$stage_dir/v1" || fail "unstage v1"
+[[ -z $(mounts_under_test_dirs) ]] || fail "mounts left: $(mounts_under_test_dirs)"
+[[ $(count_sessions) == 0 ]] || fail "sessions left after unstage: $(sessions | tr '\n' ' ')"
+udevadm wait --removed --timeout=10 "/dev/$sd" || fail "/dev/$sd still there after unstage"
+[[ -z $(leftovers) ]] || fail "left after unstage: $(leftovers)"
+ok "unpublish + unstage v1: no mount, logged out, /dev/$sd gone"
+
+stage_v1 || fail "stage v1 again"
+sd=$(mounted_block "$stage_dir/v1") || fail "$stage_dir/v1 is not mounted after the second stage"
+[[ $(blkid -p -o value -s UUID "/dev/$sd") == "$uuid" ]] || fail "the filesystem was made anew"
+ctl node publish --volume-id v1 --staging-path "$stage_dir/v1" --target-path "$pub_dir/v1" ||
+  fail "publish v1 again"
+[[ $(sha256sum <"$pub_dir/v1/data") == "$sum" ]] || fail "data differs after stage again"
+ok "stage + publish v1 again: same filesystem (UUID $uuid), same data, on /dev/$sd"
+ctl node unpublish --volume-id v1 --target-path "$pub_dir/v1" || fail "unpublish v1 again"
+ctl node unstage --volume-id v1 --staging-path "$stage_dir/v1" || fail "unstage v1 again"
+udevadm wait --removed --timeout=10 "/dev/$sd" || fail "/dev/$sd still there after unstage"
+[[ -z $(leftovers) ]] || fail "left after the second unstage: $(leftovers)"
+check_secret_hidden "$chap_password" "stage v1 again"
+ok "unpublish + unstage v1 again: nothing left"
+
+# --- wrong CHAP secret -------------------------------------------------------------------------
+rc=0
+err=$(ctl node stage --volume-id v-wrong --staging-path "$stage_dir/wrong" "${ctx[@]}" \
+  --secrets-file /root/secrets/wrong.yaml 2>&1) || rc=$?
+[[ $rc != 0 ]] || fail "stage with a wrong CHAP secret succeeded"
+grep -qi unauthenticated <<<"$err" || fail "stage with a wrong CHAP secret: not UNAUTHENTICATED"
+[[ -z $(leftovers) ]] || fail "left after the failed stage: $(leftovers)"
+check_secret_hidden "$wrong_password" "wrong CHAP secret"
+check_secret_hidden "$chap_password" "wrong CHAP secret"
+ok "stage with a wrong CHAP secret: exit status $rc, UNAUTHENTICATED, nothing left"
+
+# --- two portals: dm-multipath, losing one path ------------------------------------------------
+multipathd show daemon >/dev/null || fail "multipathd is not running (guest.sh --multipathd)"
+# (with the volume_context key that picks the transport per volume, too)
+ctl node stage --volume-id v3 --staging-path "$stage_dir/v3" "${ctx[@]}" \
+  -c "portals=$host:$port2" -c transport=kernel --secrets-file /root/secrets/good.yaml ||
+  fail "stage v3 (two portals)"
+dm=$(mounted_block "$stage_dir/v3") || fail "$stage_dir/v3 is not mounted"
+[[ $dm == dm-* ]] || fail "$stage_dir/v3 is mounted from /dev/$dm, not from a dm device"
+dm_uuid=$(<"/sys/block/$dm/dm/uuid")
+[[ $dm_uuid == mpath-* ]] || fail "/dev/$dm is not a multipath map (dm uuid '$dm_uuid')"
+map=$(<"/sys/block/$dm/dm/name")
+s1=$(session_for_port "$port") || fail "no session through $host:$port"
+s2=$(session_for_port "$port2") || fail "no session through $host:$port2"
+sd1=$(lun_disk "$s1" "$lun") || fail "no LUN $lun disk on ${s1##*/}"
+sd2=$(lun_disk "$s2" "$lun") || fail "no LUN $lun disk on ${s2##*/}"
+slaves() {
+  local d
+  for d in "/sys/block/$dm/slaves"/*; do [[ ! -e $d ]] || echo "${d##*/}"; done | sort | tr '\n' ' '
+}
+[[ $(slaves) == "$(printf '%s\n' "$sd1" "$sd2" | sort | tr '\n' ' ')" ]] ||
+  fail "map $map has slaves $(slaves), not $sd1 $sd2"
+two_active() {
+  [[ $(multipathd show topology | grep -cE " ($sd1|$sd2) .*active ready") == 2 ]]
+}
+until_deadline 10 two_active ||
+  fail "multipathd does not show $sd1 and $sd2 active: $(multipathd show topology)"
+multipathd show topology
+[[ $(blkid -p -o value -s TYPE "/dev/$dm") == ext4 ]] || fail "/dev/$dm is not ext4"
+ok "stage v3: two portals, $stage_dir/v3: ext4 on /dev/$dm (map $map) over $sd1 (port $port)" \
+  "and $sd2 (port $port2), both active"
+
+ctl node publish --volume-id v3 --staging-path "$stage_dir/v3" --target-path "$pub_dir/v3" ||
+  fail "publish v3"
+dd if=/dev/urandom of="$pub_dir/v3/before" bs=64k count=16 conv=fsync status=none
+sum_before=$(sha256sum <"$pub_dir/v3/before")
+ok "publish v3, 1 MiB written through the map"
+
+# Ask the host to drop the second portal (it also closes the connections through it); repeat
+# the request every 10 s until the kernel reports the session failed.
+session_failed() { [[ $(<"$s2/state") != LOGGED_IN ]]; }
+for attempt in 1 2 3 4; do
+  echo "STAGEHAND-HOST-REQUEST drop-portal $port2"
+  ! until_deadline 10 session_failed || break
+done
+session_failed ||
+  fail "${s2##*/} (port $port2) still LOGGED_IN 40 s after asking the host to drop its portal"
+ok "host dropped portal $port2: ${s2##*/} is $(<"$s2/state") (request sent $attempt time(s))"
+# The kernel fails the path once the session's recovery timeout (recovery_tmo) runs out: its
+# disk goes transport-offline and dm-multipath marks the path failed.
+mm2=$(<"/sys/block/$sd2/dev")
+path_failed() {
+  local st
+  st=$(<"/sys/block/$sd2/device/state")
+  [[ $st == transport-offline || $st == offline || $(dm_path_state "$mm2" "$map") == F ]]
+}
+until_deadline 60 path_failed ||
+  fail "$sd2 not failed 60 s after its session failed (state" \
+    "$(<"/sys/block/$sd2/device/state"), recovery_tmo $(<"$s2/recovery_tmo"))"
+ok "path $sd2 failed: disk $(<"/sys/block/$sd2/device/state"), dm path" \
+  "$(dm_path_state "$mm2" "$map"), session recovery_tmo $(<"$s2/recovery_tmo") s"
+
+timeout 60 dd if=/dev/urandom of="$pub_dir/v3/after" bs=64k count=16 conv=fsync status=none ||
+  fail "write + fsync through the map with one path lost failed"
+sum_after=$(sha256sum <"$pub_dir/v3/after")
+sync
+echo 3 >/proc/sys/vm/drop_caches
+[[ $(timeout 60 sha256sum <"$pub_dir/v3/before") == "$sum_before" ]] ||
+  fail "data written before the path loss reads back differently"
+[[ $(timeout 60 sha256sum <"$pub_dir/v3/after") == "$sum_after" ]] ||
+  fail "data written after the path loss reads back differently"
+ok "write + fsync + read back (page cache dropped) through the map with one path lost"
+
+mm1=$(<"/sys/block/$sd1/dev")
+one_active() {
+  [[ $(dm_path_state "$mm1" "$map") == A &&
+    $(dm_path_state "$mm2" "$map") == F ]] &&
+    multipathd show paths raw format '%d %t' | grep -qx "$sd1 active" &&
+    multipathd show paths raw format '%d %t' | grep -qx "$sd2 failed"
+}
+until_deadline 30 one_active ||
+  fail "map $map: expected $sd1 active and $sd2 failed: $(dmsetup status "$map");" \
+    "$(multipathd show paths format '%d %t %T %o')"
+multipathd show topology
+ok "map $map: $sd1 active, $sd2 failed (dm-multipath and multipathd agree)"
+
+ctl node unpublish --volume-id v3 --target-path "$pub_dir/v3" || fail "unpublish v3"
+ctl node unstage --volume-id v3 --staging-path "$stage_dir/v3" ||
+  fail "unstage v3 (one of its sessions is failed)"
+[[ ! -e /dev/mapper/$map ]] || fail "map $map still there after unstage"
+[[ $(count_sessions) == 0 ]] || fail "sessions left after unstage v3: $(sessions | tr '\n' ' ')"
+udevadm wait --removed --timeout=10 "/dev/$sd1" "/dev/$sd2" "/dev/$dm" ||
+  fail "devices left after unstage v3: $(leftovers)"
+[[ -z $(leftovers) ]] || fail "left after unstage v3: $(leftovers)"
+check_secret_hidden "$chap_password" "multipath"
+ok "unpublish + unstage v3: map removed, both sessions (one failed) logged out"
+
+# --- stop --------------------------------------------------------------------------------------
+kill -TERM "$shpid"
+stopped() { ! stagehand_alive; }
+until_deadline 20 stopped || fail "stagehand still running 20 s after SIGTERM"
+rc=0
+wait "$shpid" || rc=$?
+[[ $rc == 0 ]] || fail "stagehand exited with status $rc after SIGTERM"
+[[ -z $(leftovers) ]] || fail "left at the end: $(leftovers)"
+# (multipathd answers "ok" when it has no map)
+maps=$(multipathd show maps raw format '%n' | grep -vx ok) || true
+[[ -z $maps ]] || fail "multipathd still has maps: $maps"
+check_secret_hidden "$chap_password" "end"
+ok "stagehand stopped on SIGTERM (status 0); no session, disk, map or mount left"
+
+echo "transport: all $checks checks passed in $(elapsed "$t0")s"
