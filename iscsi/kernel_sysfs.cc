@@ -242,31 +242,28 @@ std::optional<KernelSysfs::DmMap> KernelSysfs::ReadMap(const std::string& block)
   return m;
 }
 
-std::optional<KernelSysfs::DmMap> KernelSysfs::FindMapOver(
-    const std::vector<std::string>& disks) const {
-  std::vector<std::string> want = disks;
-  std::sort(want.begin(), want.end());
+std::optional<KernelSysfs::DmMap> KernelSysfs::FindMap(
+    const std::function<bool(const DmMap&)>& match) const {
   for (const std::string& block : ListDir(root_ + "/class/block")) {
     if (!absl::StartsWith(block, "dm-")) {
       continue;
     }
-    if (auto m = ReadMap(block); m && m->slaves == want) {
+    if (auto m = ReadMap(block); m && match(*m)) {
       return m;
     }
   }
   return std::nullopt;
 }
 
+std::optional<KernelSysfs::DmMap> KernelSysfs::FindMapOver(
+    const std::vector<std::string>& disks) const {
+  std::vector<std::string> want = disks;
+  std::sort(want.begin(), want.end());
+  return FindMap([&want](const DmMap& m) { return m.slaves == want; });
+}
+
 std::optional<KernelSysfs::DmMap> KernelSysfs::FindMapNamed(std::string_view name) const {
-  for (const std::string& block : ListDir(root_ + "/class/block")) {
-    if (!absl::StartsWith(block, "dm-")) {
-      continue;
-    }
-    if (auto m = ReadMap(block); m && m->name == name) {
-      return m;
-    }
-  }
-  return std::nullopt;
+  return FindMap([name](const DmMap& m) { return m.name == name; });
 }
 
 }  // namespace stagehand::iscsi

@@ -5,6 +5,7 @@
 // Every path is under a root directory so that unit tests can build a tree of their own.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,7 @@ class KernelSysfs {
 
  private:
   std::optional<DmMap> ReadMap(const std::string& block) const;
+  std::optional<DmMap> FindMap(const std::function<bool(const DmMap&)>& match) const;
 
   std::string root_;
 };
