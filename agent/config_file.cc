@@ -16,6 +16,20 @@ std::string Where(const YAML::Node& node) {
 
 }  // namespace
 
+std::vector<std::string> SplitEmptyAssignments(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i > 0 && a.size() > 3 && a.rfind("--", 0) == 0 && a.find('=') == a.size() - 1) {
+      out.push_back(a.substr(0, a.size() - 1));
+      out.emplace_back();
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
 std::set<std::string> LongOptionNames(const CLI::App& app, const std::set<std::string>& exclude) {
   std::set<std::string> names;
   for (const CLI::Option* option : app.get_options()) {

@@ -30,4 +30,9 @@ class YamlConfig final : public CLI::Config {
 // help, version and `exclude`.
 std::set<std::string> LongOptionNames(const CLI::App& app, const std::set<std::string>& exclude);
 
+// argv with every `--name=` (an empty value after '=') split into `--name` and "": CLI11 would
+// otherwise take the next argument as the value (`--metrics-address= --node-id=x` set the
+// metrics address to "--node-id=x").
+std::vector<std::string> SplitEmptyAssignments(int argc, const char* const* argv);
+
 }  // namespace stagehand::agent

@@ -130,7 +130,12 @@ int main(int argc, char** argv) {
                  "does not exist)");
   app.config_formatter(std::make_shared<stagehand::agent::YamlConfig>(
       stagehand::agent::LongOptionNames(app, {"config"})));
-  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> args = stagehand::agent::SplitEmptyAssignments(argc, argv);
+  std::vector<char*> raw;
+  for (std::string& a : args) {
+    raw.push_back(a.data());
+  }
+  CLI11_PARSE(app, static_cast<int>(raw.size()), raw.data());
   o.mode = mode == "kubernetes" ? stagehand::agent::Mode::kKubernetes
                                 : stagehand::agent::Mode::kStandalone;
   o.csi_timeout = std::chrono::milliseconds(static_cast<int64_t>(csi_timeout_seconds * 1000.0));

@@ -35,8 +35,14 @@ std::pair<int, std::string> Parse(const std::string& yaml, std::vector<std::stri
   app.add_option("--mount-flag", flags.list);
   app.set_config("--config");
   app.config_formatter(std::make_shared<YamlConfig>(LongOptionNames(app, {"config"})));
-  std::vector<std::string> argv = {"stagehand", std::string("--config=") + path};
-  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<const char*> given = {"stagehand"};
+  const std::string config = std::string("--config=") + path;
+  given.push_back(config.c_str());
+  for (const auto& a : args) {
+    given.push_back(a.c_str());
+  }
+  std::vector<std::string> argv =
+      SplitEmptyAssignments(static_cast<int>(given.size()), given.data());
   std::vector<char*> raw;
   for (auto& a : argv) {
     raw.push_back(a.data());
@@ -51,6 +57,15 @@ std::pair<int, std::string> Parse(const std::string& yaml, std::vector<std::stri
   }
   std::remove(path);
   return {code, message};
+}
+
+TEST(ConfigFileTest, AnEmptyValueAfterEqualsStaysEmpty) {
+  Flags flags;
+  auto [code, message] = Parse("", {"--state-dir=", "--max-parallel-operations=3"}, flags);
+
+  EXPECT_EQ(code, 0) << message;
+  EXPECT_EQ(flags.state_dir, "");
+  EXPECT_EQ(flags.parallel, 3);
 }
 
 TEST(ConfigFileTest, ValuesFromTheFileApply) {
