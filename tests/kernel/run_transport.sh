@@ -20,9 +20,14 @@
 # makes this script remove that portal from tgtd (no new logins through it) and close the
 # target's established connections on that port (`ss -K`: tgtd's sessions show only the
 # initiator's address, never the portal a connection came in on). Only the second portal may be
-# dropped; repeats are answered again (the guest repeats a request that seems lost). There is no
-# answer channel: the guest watches for the effect (its session through the portal fails).
-# What was done is logged to stderr as "run_transport.sh: host: ...".
+# dropped. A line
+#   STAGEHAND-HOST-REQUEST grow-lun <lun> <MiB>
+# plays the controller's part of a volume expansion: the LUN's backing file grows to <MiB> MiB
+# and tgtd re-opens it (see grow_lun below: the LUN keeps its identity and stays online for the
+# logged-in initiator). Only LUN 1 may grow, and never shrink. Repeats of either request are
+# answered again (the guest repeats a request that seems lost). There is no answer channel: the
+# guest watches for the effect (its session through the portal fails; READ CAPACITY answers the
+# new size). What was done is logged to stderr as "run_transport.sh: host: ...".
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -159,16 +164,69 @@ drop_portal() {
     grep -E 'I_T nexus:|Connection:|IP Address:' | tr -s ' \n' ' ')"
 }
 
+# LUNs the guest may grow, with their backing files (not LUN 2: it must never be scanned).
+declare -A lun_files=([1]="$tmp/lun1.img")
+# tgtd's view of LUN $1 of target 1, on one line: SCSI ID and SN, size, online, backing file.
+lun_show() {
+  tgt_adm --op show --mode target | awk -v lun="$1" '
+    $1 == "LUN:" { on = ($2 == lun); next }
+    /information:$/ { on = 0 }
+    on && /^ *(SCSI ID|SCSI SN|Size|Online|Backing store path):/ {
+      sub(/^ */, ""); gsub(/  +/, " "); printf "%s%s", sep, $0; sep = "; " }'
+}
+
+# grow-lun LUN MIB: the controller's part of a volume expansion. tgtd has no resize: it learns
+# a backing file's size when it opens the file. Deleting and re-adding the LUN would give the
+# same VPD pages (tgtd derives the SCSI ID and both NAA designators from the target and LUN
+# numbers; the serial is a parameter), but for a moment the LUN would not exist, commands from the
+# logged-in initiator would fail with LOGICAL UNIT NOT SUPPORTED, and tgtd would queue unit
+# attentions for every nexus. Restarting tgtd would drop every session, and the whole target,
+# account and portal set-up would have to be made again. Instead the LUN is taken offline and
+# its path set to the same file in one tgtadm request ("online=0,path=FILE": lu_config closes
+# and re-opens the backing file and brings the LUN back online). tgtd handles a request within
+# one turn of its event loop, so no command from the initiator sees the LUN offline, and the LUN
+# object (identity, reservations, its I_T nexus state) stays as it was; no unit attention is
+# queued. What tgtd does not guard against is a read or write its worker threads are running
+# on the old descriptor at that moment: the guest freezes the filesystem while it asks.
+grow_lun() {
+  local lun=$1 mib=$2 file have
+  file=${lun_files[$lun]:-}
+  if [[ -z $file ]]; then
+    log "refusing grow-lun $lun: only LUN(s) ${!lun_files[*]} may grow"
+    return 0
+  fi
+  have=$(stat -c %s "$file")
+  if ((mib > 4096 || mib * 1048576 < have)); then
+    log "refusing grow-lun $lun $mib: the backing file has $have bytes; it may grow (to 4 GiB" \
+      "at most) but never shrink"
+    return 0
+  fi
+  log "grow-lun $lun $mib: before: $(lun_show "$lun")"
+  truncate -s "${mib}M" "$file"
+  if tgt_adm --op update --mode logicalunit --tid 1 --lun "$lun" --params "online=0,path=$file"
+  then
+    log "grow-lun $lun $mib: backing file $have -> $(stat -c %s "$file") bytes, re-opened by" \
+      "tgtd; after: $(lun_show "$lun")"
+  else
+    log "grow-lun $lun $mib: tgtadm --op update --params online=0,path=$file failed; now:" \
+      "$(lun_show "$lun")"
+  fi
+}
+
 # Streams the guest's console to stdout and answers requests on it.
 watch_console() {
   local line
+  local -a arg
   while IFS= read -r line || [[ -n $line ]]; do
     printf '%s\n' "$line"
     # Anchored at the end: a traced test's "echo 'STAGEHAND-HOST-REQUEST ...'" does not count.
-    if [[ $line =~ STAGEHAND-HOST-REQUEST\ ([a-z-]+)\ ([0-9]+)[[:space:]]*$ ]]; then
-      case ${BASH_REMATCH[1]} in
-        drop-portal) drop_portal "${BASH_REMATCH[2]}" ;;
-        *) log "ignoring unknown request '${BASH_REMATCH[1]}'" ;;
+    if [[ $line =~ STAGEHAND-HOST-REQUEST\ ([a-z-]+)((\ [0-9]+)+)[[:space:]]*$ ]]; then
+      read -r -a arg <<<"${BASH_REMATCH[2]}"
+      case ${BASH_REMATCH[1]}:${#arg[@]} in
+        drop-portal:1) drop_portal "${arg[0]}" ;;
+        grow-lun:2) grow_lun "${arg[0]}" "${arg[1]}" ;;
+        *) log "ignoring request '${BASH_REMATCH[1]}' with ${#arg[@]} argument(s): unknown" \
+          "request or wrong number of arguments" ;;
       esac
     fi
   done

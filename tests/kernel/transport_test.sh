@@ -14,13 +14,21 @@
 #     node.startup and node.session.scan manual although iscsid.conf's defaults here say
 #     automatic/auto, only LUN 1 scanned, the CHAP secret in no command line, log, output or
 #     file that others than root can read), publish, write, unpublish, unstage (no mount,
-#     session or disk left), stage again (same filesystem, same data), unstage;
+#     session or disk left), stage again (same filesystem, same data), expansion (below),
+#     unstage;
 #  2. a wrong CHAP secret: stage fails with UNAUTHENTICATED and leaves nothing behind;
-#  3. two portals: a dm-multipath map over two paths; the host drops the second portal on
-#     request (console line "STAGEHAND-HOST-REQUEST drop-portal <port>", see run_transport.sh);
-#     once the kernel failed that path, write + fsync + read back through the mount must work
-#     over the other; unstage removes the map and logs out of both sessions (one of them failed);
+#  3. two portals: a dm-multipath map over two paths, expansion (below); the host drops the
+#     second portal on request (console line "STAGEHAND-HOST-REQUEST drop-portal <port>", see
+#     run_transport.sh); once the kernel failed that path, write + fsync + read back through the
+#     mount must work over the other; unstage removes the map and logs out of both sessions (one
+#     of them failed);
 #  4. stagehand stops on SIGTERM; no session, disk, map or mount is left.
+# Volume expansion, in 1 (single path; volume_path: the staging path) and 3 (two paths, before
+# the portal drop; volume_path: the publish path): the host grows the LUN on request (console
+# line "STAGEHAND-HOST-REQUEST grow-lun <lun> <MiB>", see run_transport.sh); NodeExpandVolume
+# must pick the new size up (the disk, or the map and both paths), grow ext4 online, keep the
+# data and find the LUN's identity unchanged (VPD pages 0x80 and 0x83 byte for byte). Asking for
+# more than the LUN has is OUT_OF_RANGE and changes nothing.
 # Each check prints "transport: ok <what> (<seconds>s)"; the last line is a summary.
 set -euo pipefail
 if [[ ${SH_TRACE:-0} == 1 ]]; then
@@ -97,6 +105,8 @@ diagnostics() {
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 on_exit() {
   local rc=$?
+  # A filesystem left frozen (a failed expansion step) would block what comes after.
+  [[ -z ${frozen:-} ]] || xfs_io -F -r -x -c thaw "$frozen" || true
   [[ $rc == 0 ]] || diagnostics
   exit "$rc"
 }
@@ -188,6 +198,93 @@ dm_path_state() {
   done
   return 1
 }
+# --- volume expansion --------------------------------------------------------------------------
+MiB=1048576
+disk_bytes() { echo $(($(<"/sys/block/$1/size") * 512)); } # the kernel's size of block device $1
+have_sg_readcap=0
+if type -P sg_readcap >/dev/null; then have_sg_readcap=1; fi
+# What the target reports as the size of SCSI disk $1 now. With sg_readcap: READ CAPACITY
+# through SG_IO, which leaves the kernel's size as it was (picking the new size up is stagehand's
+# job). Without it (no sg3-utils on the host): the disk is rescanned here, so that stagehand's
+# own rescan finds nothing left to do; the check is weaker then and says so.
+target_bytes() {
+  local blocks bs
+  if ((have_sg_readcap)); then
+    read -r blocks bs < <(sg_readcap -b -R "/dev/$1" 2>/dev/null) || return 1
+    [[ $blocks == 0x* && $bs == 0x* ]] || return 1
+    echo $((blocks * bs))
+  else
+    echo 1 >"/sys/block/$1/device/rescan" && disk_bytes "$1"
+  fi
+}
+target_has() { # BYTES DISK...: the target reports BYTES for every DISK
+  local want=$1 d
+  shift
+  for d in "$@"; do [[ $(target_bytes "$d") == "$want" ]] || return 1; done
+}
+frozen="" # the mount point of a frozen filesystem; thawed on exit, too
+# grow_lun MIB MOUNT DISK...: the controller's part of an expansion. Asks the host to grow LUN
+# $lun to MIB MiB (console request, see run_transport.sh) and waits until the target reports that
+# size for every DISK; the request is repeated every 10 s, four times at most. The filesystem at
+# MOUNT is frozen (synced, writers held) meanwhile: the host re-opens the LUN's backing file in
+# tgtd, which would fail a read or write in flight at that moment (ext4's lazy inode table
+# initialisation writes in the background). Sets grow_requests.
+grow_lun() {
+  local mib=$1 mount=$2 rc=1
+  shift 2
+  xfs_io -F -r -x -c freeze "$mount" || fail "cannot freeze the filesystem at $mount"
+  frozen=$mount
+  for grow_requests in 1 2 3 4; do
+    echo "STAGEHAND-HOST-REQUEST grow-lun $lun $mib"
+    if until_deadline 10 target_has $((mib * MiB)) "$@"; then
+      rc=0
+      break
+    fi
+  done
+  xfs_io -F -r -x -c thaw "$mount" || fail "cannot thaw the filesystem at $mount"
+  frozen=""
+  return "$rc"
+}
+save_vpd() { # DISK: keeps its VPD pages 0x80 (unit serial) and 0x83 (device identification)
+  cp "/sys/block/$1/device/vpd_pg80" "$work/$1.vpd_pg80"
+  cp "/sys/block/$1/device/vpd_pg83" "$work/$1.vpd_pg83"
+}
+same_vpd() { # DISK: its VPD pages are byte for byte what save_vpd kept
+  cmp -s "/sys/block/$1/device/vpd_pg80" "$work/$1.vpd_pg80" &&
+    cmp -s "/sys/block/$1/device/vpd_pg83" "$work/$1.vpd_pg83"
+}
+fs_kib() { df -Pk "$1" | awk 'NR == 2 { print $2 }'; } # total KiB of the filesystem at $1
+fs_bytes() {                                             # ext4's size on device $1 (superblock)
+  dumpe2fs -h "/dev/$1" 2>/dev/null |
+    awk -F: '$1 == "Block count" { c = $2 } $1 == "Block size" { b = $2 } END { print c * b }'
+}
+# check_grown MOUNT DEV OLD_BYTES BYTES KIB_BEFORE DISK...: after NodeExpandVolume from OLD_BYTES
+# to BYTES, the block device DEV (the disk, or the map) and every path DISK have BYTES, the LUN
+# kept its identity on every DISK, ext4 at MOUNT fills DEV and df shows the growth (from
+# KIB_BEFORE), and DEV reads at its new end. Sets grown_note.
+check_grown() {
+  local mount=$1 dev=$2 old=$3 want=$4 kib_before=$5 d kib fs
+  shift 5
+  for d in "$dev" "$@"; do
+    [[ $(disk_bytes "$d") == "$want" ]] ||
+      fail "/sys/block/$d/size: $(disk_bytes "$d") bytes after the expansion, not $want"
+  done
+  for d in "$@"; do
+    same_vpd "$d" || fail "/dev/$d: VPD page 0x80 or 0x83 changed with the expansion; 0x83" \
+      "before: $(od -An -tx1 "$work/$d.vpd_pg83" | tr -s ' \n' ' '), now: $(od -An -tx1 \
+      "/sys/block/$d/device/vpd_pg83" | tr -s ' \n' ' ')"
+  done
+  fs=$(fs_bytes "$dev")
+  [[ $fs == "$want" ]] || fail "ext4 on /dev/$dev is $fs bytes, not the LUN's $want"
+  kib=$(fs_kib "$mount")
+  # df's total leaves the new block groups' inode tables and bitmaps out: 80 % at least.
+  ((kib - kib_before >= (want - old) * 8 / 10240)) ||
+    fail "df $mount: $kib_before KiB before, $kib KiB after growing the LUN to $want bytes"
+  timeout 60 dd if="/dev/$dev" of=/dev/null bs=64k skip=$((want / 65536 - 16)) count=16 \
+    status=none || fail "cannot read the last MiB of /dev/$dev"
+  grown_note="df $kib_before -> $kib KiB"
+}
+
 leftovers() { # prints what a clean node should not have; empty when clean
   local n
   n=$(count_sessions)
@@ -335,6 +432,46 @@ ctl node publish --volume-id v1 --staging-path "$stage_dir/v1" --target-path "$p
   fail "publish v1 again"
 [[ $(sha256sum <"$pub_dir/v1/data") == "$sum" ]] || fail "data differs after stage again"
 ok "stage + publish v1 again: same filesystem (UUID $uuid), same data, on /dev/$sd"
+
+# --- expansion, single path --------------------------------------------------------------------
+old_bytes=$(disk_bytes "$sd")
+want=$((320 * MiB))
+kib_before=$(fs_kib "$stage_dir/v1")
+save_vpd "$sd"
+rc=0
+err=$(ctl node expand --volume-id v1 --path "$stage_dir/v1" --capacity-bytes "$want" 2>&1) ||
+  rc=$?
+[[ $rc != 0 ]] || fail "expand v1 to $want bytes succeeded before the target grew the LUN: $err"
+grep -q OUT_OF_RANGE <<<"$err" || fail "expand v1 beyond the LUN: not OUT_OF_RANGE: $err"
+[[ $(disk_bytes "$sd") == "$old_bytes" && $(fs_kib "$stage_dir/v1") == "$kib_before" ]] ||
+  fail "the failed expand changed the disk or the filesystem"
+ok "expand v1 to 320 MiB before the target grew the LUN: OUT_OF_RANGE, nothing changed"
+
+grow_lun 320 "$stage_dir/v1" "$sd" ||
+  fail "the target does not report 320 MiB for /dev/$sd 40 s after asking the host to grow it"
+if ((have_sg_readcap)); then
+  [[ $(disk_bytes "$sd") == "$old_bytes" ]] || fail "/dev/$sd changed size before any rescan"
+  seen="READ CAPACITY of /dev/$sd answers $want bytes, the kernel still has $old_bytes"
+else
+  seen="no sg_readcap: the test rescanned /dev/$sd itself, stagehand's rescan is not tested"
+fi
+ok "host grew LUN $lun to 320 MiB (request sent $grow_requests time(s)): $seen"
+
+out=$(ctl node expand --volume-id v1 --path "$stage_dir/v1" --capacity-bytes "$want") ||
+  fail "expand v1 to $want bytes (the LUN has grown): $out"
+[[ $out == "expanded v1: $want bytes"* ]] || fail "expand v1 answered '$out', not $want bytes"
+check_grown "$stage_dir/v1" "$sd" "$old_bytes" "$want" "$kib_before" "$sd"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+[[ $(sha256sum <"$pub_dir/v1/data") == "$sum" ]] || fail "data differs after the expansion"
+dd if=/dev/urandom of="$pub_dir/v1/grown" bs=64k count=16 conv=fsync status=none ||
+  fail "write + fsync after the expansion failed"
+sum_grown=$(sha256sum <"$pub_dir/v1/grown")
+echo 3 >/proc/sys/vm/drop_caches
+[[ $(sha256sum <"$pub_dir/v1/grown") == "$sum_grown" ]] ||
+  fail "data written after the expansion reads back differently"
+ok "expand v1 (staging path): $out; /dev/$sd has $want bytes, same VPD 0x80/0x83, ext4" \
+  "fills it ($grown_note), old data intact, write + fsync + read back"
 ctl node unpublish --volume-id v1 --target-path "$pub_dir/v1" || fail "unpublish v1 again"
 ctl node unstage --volume-id v1 --staging-path "$stage_dir/v1" || fail "unstage v1 again"
 udevadm wait --removed --timeout=10 "/dev/$sd" || fail "/dev/$sd still there after unstage"
@@ -389,6 +526,48 @@ ctl node publish --volume-id v3 --staging-path "$stage_dir/v3" --target-path "$p
 dd if=/dev/urandom of="$pub_dir/v3/before" bs=64k count=16 conv=fsync status=none
 sum_before=$(sha256sum <"$pub_dir/v3/before")
 ok "publish v3, 1 MiB written through the map"
+
+# --- expansion, two paths ----------------------------------------------------------------------
+# (volume_path: the publish path, with the staging path, as the kubelet sends them)
+old_bytes=$(disk_bytes "$dm")
+want=$((384 * MiB))
+kib_before=$(fs_kib "$stage_dir/v3")
+save_vpd "$sd1"
+save_vpd "$sd2"
+grow_lun 384 "$stage_dir/v3" "$sd1" "$sd2" ||
+  fail "the target does not report 384 MiB for /dev/$sd1 and /dev/$sd2 40 s after asking the host"
+if ((have_sg_readcap)); then
+  [[ $(disk_bytes "$sd1") == "$old_bytes" && $(disk_bytes "$sd2") == "$old_bytes" ]] ||
+    fail "/dev/$sd1 or /dev/$sd2 changed size before any rescan"
+  seen="READ CAPACITY of $sd1 and $sd2 answers $want bytes, the kernel still has $old_bytes"
+else
+  seen="no sg_readcap: the test rescanned $sd1 and $sd2 itself, stagehand's rescan is not tested"
+fi
+ok "host grew LUN $lun to 384 MiB (request sent $grow_requests time(s)): $seen"
+
+out=$(ctl node expand --volume-id v3 --path "$pub_dir/v3" --staging-path "$stage_dir/v3" \
+  --capacity-bytes "$want") || fail "expand v3 to $want bytes (the LUN has grown): $out"
+[[ $out == "expanded v3: $want bytes"* ]] || fail "expand v3 answered '$out', not $want bytes"
+table=$(dmsetup table "$map")
+[[ ${table%% multipath *} == "0 $((want / 512))" ]] ||
+  fail "map $map: table '$table' is not $((want / 512)) sectors"
+check_grown "$stage_dir/v3" "$dm" "$old_bytes" "$want" "$kib_before" "$sd1" "$sd2"
+until_deadline 10 two_active ||
+  fail "after the expansion, multipathd does not show $sd1 and $sd2 active:" \
+    "$(multipathd show topology)"
+sync
+echo 3 >/proc/sys/vm/drop_caches
+[[ $(sha256sum <"$pub_dir/v3/before") == "$sum_before" ]] ||
+  fail "data written before the expansion reads back differently"
+dd if=/dev/urandom of="$pub_dir/v3/grown" bs=64k count=16 conv=fsync status=none ||
+  fail "write + fsync through the map after the expansion failed"
+sum_grown=$(sha256sum <"$pub_dir/v3/grown")
+echo 3 >/proc/sys/vm/drop_caches
+[[ $(sha256sum <"$pub_dir/v3/grown") == "$sum_grown" ]] ||
+  fail "data written after the expansion reads back differently"
+ok "expand v3 (publish path): $out; map $map (table too), $sd1 and $sd2 have $want bytes," \
+  "both active, same VPD 0x80/0x83, ext4 fills it ($grown_note), old data intact, write +" \
+  "fsync + read back"
 
 # Ask the host to drop the second portal (it also closes the connections through it); repeat
 # the request every 10 s until the kernel reports the session failed.
