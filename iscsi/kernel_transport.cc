@@ -391,22 +391,34 @@ absl::Status KernelTransport::DetachLocked(const state::v1::SessionRecord& sessi
 
 absl::StatusOr<uint64_t> KernelTransport::RefreshCapacity(const state::v1::SessionRecord& session) {
   std::lock_guard lock(mu_);
-  std::string top;
+  // Every path must be up: multipathd sizes the map from its first path, and a map larger than
+  // a dead path's stale size cannot be loaded. Grow when the paths are back.
+  std::vector<std::string> disks;
   for (const state::v1::KernelPath& path : session.paths()) {
     const Portal portal = FromProto(path.portal());
+    const std::string where = absl::StrCat(path.iqn(), " at ", portal.ToString());
     auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
     auto d = s ? sysfs_.SessionDisk(*s, path.lun()) : std::nullopt;
-    if (!d || d->disk.empty()) {
-      continue;  // A dead path is resized when it comes back.
+    if (!s || s->state != "LOGGED_IN" || !d || d->disk.empty() ||
+        sysfs_.DiskState(d->disk) != "running") {
+      return absl::UnavailableError(
+          absl::StrCat("the path to ", where, " is down; expand again once every path is back"));
     }
-    SH_RETURN_IF_ERROR(sysfs_.RescanDisk(d->disk));
-    if (top.empty()) {
-      top = d->disk;
-    }
+    disks.push_back(d->disk);
   }
-  if (top.empty()) {
+  if (disks.empty()) {
     return absl::UnavailableError("no path of the volume's LUN is logged in");
   }
+  const LunIdentity want = FromProto(session.identity());
+  for (const std::string& disk : disks) {
+    SH_RETURN_IF_ERROR(sysfs_.RescanDisk(disk));
+    // A rescan re-reads the VPD pages: never grow a filesystem onto another LUN.
+    SH_ASSIGN_OR_RETURN(LunIdentity now, sysfs_.DiskIdentity(disk));
+    if (!want.Empty()) {
+      SH_RETURN_IF_ERROR(WithContext(CheckSameLun(want, now), absl::StrCat("rescan of ", disk)));
+    }
+  }
+  std::string top = disks.front();
   if (!session.multipath_map().empty()) {
     auto map = sysfs_.FindMapNamed(session.multipath_map());
     if (!map) {

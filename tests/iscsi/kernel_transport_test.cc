@@ -441,6 +441,21 @@ TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
   EXPECT_EQ(host.Sessions(), 0);
 }
 
+TEST(KernelTransportTest, RefreshCapacityRescansAndChecksTheIdentity) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+
+  EXPECT_THAT(t.RefreshCapacity(a->session), IsOk());
+
+  state::v1::SessionRecord other = a->session;
+  other.mutable_identity()->set_serial("SOMEONE-ELSE");
+  EXPECT_THAT(t.RefreshCapacity(other), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_THAT(t.RefreshCapacity(a->session), StatusIs(absl::StatusCode::kUnavailable));
+}
+
 TEST(KernelTransportTest, PreparedRecordUndoesACutShortAttach) {
   FakeHost host;
   KernelTransport t(host.Options());
