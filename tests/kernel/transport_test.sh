@@ -345,17 +345,20 @@ chmod 0755 "$iscsiadm_bin"
 : >"$argv_log"
 
 # --- stagehand ---------------------------------------------------------------------------------
-env -i PATH="$PATH" HOME=/root "$stagehand" --iscsi-transport=kernel --csi-endpoint "$endpoint" \
-  --state-dir /var/lib/stagehand --runtime-dir /run/stagehand --no-watch-plugins --node-id guest \
-  --log-level debug </dev/null >"$shlog" 2>&1 &
-shpid=$!
 probe() {
   stagehand_alive && "$stagehandctl" --endpoint "$endpoint" identity probe >/dev/null 2>&1
 }
-if ! until_deadline 30 probe; then
-  stagehand_alive || fail "stagehand exited at start (unknown flag? see its log below)"
-  fail "stagehand did not answer identity probe within 30 s"
-fi
+start_stagehand() {
+  env -i PATH="$PATH" HOME=/root "$stagehand" --iscsi-transport=kernel --csi-endpoint "$endpoint" \
+    --state-dir /var/lib/stagehand --runtime-dir /run/stagehand --no-watch-plugins --node-id guest \
+    --log-level debug </dev/null >>"$shlog" 2>&1 &
+  shpid=$!
+  if ! until_deadline 30 probe; then
+    stagehand_alive || fail "stagehand exited at start (unknown flag? see its log below)"
+    fail "stagehand did not answer identity probe within 30 s"
+  fi
+}
+start_stagehand
 ok "stagehand $("$stagehand" --version) serving $endpoint (pid $shpid)"
 plugin=$(ctl identity info)
 [[ $plugin == iscsi.stagehand.dev* ]] || fail "GetPluginInfo: '$plugin'"
@@ -617,6 +620,14 @@ until_deadline 30 one_active ||
 multipathd show topology
 ok "map $map: $sd1 active, $sd2 failed (dm-multipath and multipathd agree)"
 
+# The agent dies (SIGKILL: no chance to clean up); the kernel's sessions and the map do not care.
+kill -KILL "$shpid"
+wait "$shpid" 2>/dev/null || true
+dd if=/dev/urandom of="$pub_dir/v3/after-kill" bs=64k count=16 status=none conv=fsync ||
+  fail "write + fsync through the map with stagehand killed failed"
+start_stagehand
+ok "stagehand killed (SIGKILL) with v3 published: I/O went on; restarted (pid $shpid)"
+
 ctl node unpublish --volume-id v3 --target-path "$pub_dir/v3" || fail "unpublish v3"
 ctl node unstage --volume-id v3 --staging-path "$stage_dir/v3" ||
   fail "unstage v3 (one of its sessions is failed)"
@@ -626,7 +637,8 @@ udevadm wait --removed --timeout=10 "/dev/$sd1" "/dev/$sd2" "/dev/$dm" ||
   fail "devices left after unstage v3: $(leftovers)"
 [[ -z $(leftovers) ]] || fail "left after unstage v3: $(leftovers)"
 check_secret_hidden "$chap_password" "multipath"
-ok "unpublish + unstage v3: map removed, both sessions (one failed) logged out"
+ok "unpublish + unstage v3 by the restarted agent, from its records: map removed, both" \
+  "sessions (one failed) logged out"
 
 # --- stop --------------------------------------------------------------------------------------
 kill -TERM "$shpid"
