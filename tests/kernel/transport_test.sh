@@ -348,8 +348,8 @@ chmod 0755 "$iscsiadm_bin"
 probe() {
   stagehand_alive && "$stagehandctl" --endpoint "$endpoint" identity probe >/dev/null 2>&1
 }
-start_stagehand() {
-  env -i PATH="$PATH" HOME=/root "$stagehand" --iscsi-transport=kernel --csi-endpoint "$endpoint" \
+start_stagehand() { # TRANSPORT (--iscsi-transport)
+  env -i PATH="$PATH" HOME=/root "$stagehand" --iscsi-transport="$1" --csi-endpoint "$endpoint" \
     --state-dir /var/lib/stagehand --runtime-dir /run/stagehand --no-watch-plugins --node-id guest \
     --log-level debug </dev/null >>"$shlog" 2>&1 &
   shpid=$!
@@ -358,7 +358,13 @@ start_stagehand() {
     fail "stagehand did not answer identity probe within 30 s"
   fi
 }
-start_stagehand
+# auto: the guest's kernel has iscsi_tcp and iscsid answers, so the kernel transport is the default.
+start_stagehand auto
+status=$("$stagehandctl" --agent-socket /run/stagehand/agent.sock agent status 2>&1) ||
+  fail "stagehandctl agent status: $status"
+grep -qE '^transport: +kernel$' <<<"$status" ||
+  fail "--iscsi-transport=auto did not pick the kernel transport: $status"
+ok "--iscsi-transport=auto picked the kernel transport (agent status)"
 ok "stagehand $("$stagehand" --version) serving $endpoint (pid $shpid)"
 plugin=$(ctl identity info)
 [[ $plugin == iscsi.stagehand.dev* ]] || fail "GetPluginInfo: '$plugin'"
@@ -625,7 +631,7 @@ kill -KILL "$shpid"
 wait "$shpid" 2>/dev/null || true
 dd if=/dev/urandom of="$pub_dir/v3/after-kill" bs=64k count=16 status=none conv=fsync ||
   fail "write + fsync through the map with stagehand killed failed"
-start_stagehand
+start_stagehand kernel
 ok "stagehand killed (SIGKILL) with v3 published: I/O went on; restarted (pid $shpid)"
 
 ctl node unpublish --volume-id v3 --target-path "$pub_dir/v3" || fail "unpublish v3"
