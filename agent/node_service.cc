@@ -309,7 +309,16 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
 
 absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& device,
                                       const CapabilitySpec& cap) {
+  auto step = std::chrono::steady_clock::now();
+  auto step_ms = [&step] {
+    const auto now = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(now - step).count();
+    step = now;
+    return ms;
+  };
   SH_ASSIGN_OR_RETURN(mounter::ProbeResult probe, deps_.probe.Probe(device));
+  Log().debug("stage volume='{}': probe of {} took {:.1f} ms", record.volume_id(), device,
+              step_ms());
   SH_ASSIGN_OR_RETURN(mounter::FormatAction action, mounter::DecideFormat(probe, cap.fs_type));
   if (action == mounter::FormatAction::kFormat) {
     if (cap.read_only_mode) {
@@ -322,6 +331,8 @@ absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& d
   } else if (!cap.read_only_mode) {
     SH_RETURN_IF_ERROR(deps_.check(device, cap.fs_type));
   }
+  Log().debug("stage volume='{}': {} took {:.1f} ms", record.volume_id(),
+              record.formatted_by_us() ? "format" : "check", step_ms());
   SH_RETURN_IF_ERROR(MakeDirs(record.staging_path(), 0750));
   mounter::MountRequest m;
   m.source = device;

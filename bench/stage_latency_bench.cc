@@ -3,7 +3,7 @@
 // formatted one. The baseline, measured in the same run, is the same local steps without iSCSI,
 // FUSE or the agent: loop device over a local file, mkfs (fresh) or fsck (re-stage), mount, bind.
 //
-//   stage_latency_bench [--runs 7]        (root)
+//   stage_latency_bench [--runs 7] [--log FILE]        (root)
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file_io.h"
 #include "iscsi/loop_device.h"
 #include "mounter/filesystem.h"
 #include "mounter/libmount_mounter.h"
@@ -79,7 +80,9 @@ double BareSteps(const std::string& root, const std::string& image, bool fresh) 
 int main(int argc, char** argv) {
   int runs = 7;
   CLI::App app{"stage latency: stagehand vs. the bare local steps"};
+  std::string log_copy;
   app.add_option("--runs", runs)->check(CLI::Range(1, 100));
+  app.add_option("--log", log_copy, "Keep the agent's debug log (step timings) in this file");
   CLI11_PARSE(app, argc, argv);
   if (geteuid() != 0) {
     Die("run as root");
@@ -139,6 +142,10 @@ int main(int argc, char** argv) {
     unlink(lun.c_str());
   }
   daemon.Stop();
+  if (!log_copy.empty()) {
+    auto log = ReadFileToString(root + "/daemon.log");
+    Check(log.ok() ? WriteFileAtomically(log_copy, *log, 0644) : log.status(), "copy the log");
+  }
   ForceCleanup(root);
 
   const double f = Median(fresh), r = Median(restage);
