@@ -11,13 +11,18 @@
 namespace stagehand::iscsi {
 namespace {
 
-// The last non-empty line of iscsiadm's output ("iscsiadm: Could not login to ...").
+// iscsiadm's last error line ("iscsiadm: initiator reported error (24 - ...)"), else its last
+// non-empty line. (Its stdout is flushed at exit, after the error lines on stderr.)
 std::string LastLine(std::string_view output) {
   std::string last;
+  std::string last_error;
   for (absl::string_view line : absl::StrSplit(ToAbsl(output), '\n', absl::SkipWhitespace())) {
     last = std::string(absl::StripAsciiWhitespace(line));
+    if (absl::StartsWith(last, "iscsiadm:")) {
+      last_error = last;
+    }
   }
-  return last;
+  return last_error.empty() ? last : last_error;
 }
 
 bool IsDirectory(const std::string& path) {

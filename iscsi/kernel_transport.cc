@@ -141,7 +141,17 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const Portal& 
     Log().debug("already logged in to {} at {}", iqn, p);
     return absl::OkStatus();
   }
-  return IscsiadmStatus(login, absl::StrCat("log in to ", iqn, " at ", p));
+  absl::Status s = IscsiadmStatus(login, absl::StrCat("log in to ", iqn, " at ", p));
+  const auto& chap = request.target.session_chap;
+  if (login.exit_code == kIscsiErrFatalLogin && chap && !chap->user_in.empty()) {
+    // iscsid reports a target that failed mutual CHAP as a non-retryable login failure (19),
+    // the same code as a refused login.
+    return absl::UnauthenticatedError(
+        absl::StrCat(s.message(),
+                     "; with mutual CHAP this also means the target's answer did not match "
+                     "node.session.auth.username_in/password_in"));
+  }
+  return s;
 }
 
 absl::StatusOr<std::string> KernelTransport::ScanDisk(DeviceWatch& watch, const Portal& portal,

@@ -28,6 +28,11 @@ TEST(IscsiadmStatusTest, MapsExitCodesToCsiCodes) {
   EXPECT_THAT(Exit(20), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("iscsid")));
   EXPECT_THAT(Exit(19), StatusIs(absl::StatusCode::kNotFound, HasSubstr("iqn")));
   EXPECT_THAT(Exit(7), StatusIs(absl::StatusCode::kInternal, HasSubstr("exit status 7")));
+  // The error line wins over stdout, which iscsiadm flushes last.
+  EXPECT_THAT(Exit(19,
+                   "iscsiadm: initiator reported error (19 - encountered non-retryable iSCSI "
+                   "login failure)\nLogging in to [iface: default, ...]\n"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("non-retryable")));
 }
 
 TEST(RewriteNodeRecordTest, SetsOurSettingsAndKeepsTheRest) {

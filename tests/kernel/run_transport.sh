@@ -99,6 +99,9 @@ serial=SHKT$$
 chap_user=sh-guest
 # Test-only secret, new for every run; it travels on the guest's kernel command line.
 chap_password=sh-$(od -An -N9 -tx1 /dev/urandom | tr -d ' \n')
+# Mutual CHAP: the target proves itself with this one when the initiator asks (volume v3).
+chap_user_in=sh-target
+chap_password_in=st-$(od -An -N9 -tx1 /dev/urandom | tr -d ' \n')
 truncate -s 256M "$tmp/lun1.img"
 truncate -s 16M "$tmp/lun2.img"
 tgt_start "$tmp/tgtd.log" || {
@@ -112,12 +115,15 @@ tgt_adm --op bind --mode target --tid 1 -I ALL
 # An account bound to the target: every login to it needs CHAP with this secret.
 tgt_adm --op new --mode account --user "$chap_user" --password "$chap_password"
 tgt_adm --op bind --mode account --tid 1 --user "$chap_user"
+tgt_adm --op new --mode account --user "$chap_user_in" --password "$chap_password_in"
+tgt_adm --op bind --mode account --tid 1 --user "$chap_user_in" --outgoing
 port2=$(tgt_add_portal)
 log "tgtd pid $TGT_PID, control port $TGT_CTL, target $iqn at 127.0.0.1:$TGT_PORT and :$port2," \
   "LUN 1 serial $serial, LUN 2 unscanned canary, CHAP user $chap_user"
 
 append="sh.tgt_iqn=$iqn sh.tgt_port=$TGT_PORT sh.tgt_port2=$port2 sh.tgt_serial=$serial"
 append+=" sh.tgt_canary_lun=2 sh.chap_user=$chap_user sh.chap_password=$chap_password"
+append+=" sh.chap_user_in=$chap_user_in sh.chap_password_in=$chap_password_in"
 append+=" sh.stagehand=$stagehand sh.stagehandctl=$stagehandctl"
 
 # tgtd's established connections through 127.0.0.1:PORT (its side: local port PORT).

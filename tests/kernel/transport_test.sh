@@ -43,10 +43,12 @@ serial=${SH_TGT_SERIAL:?}
 canary_lun=${SH_TGT_CANARY_LUN:-}
 chap_user=${SH_CHAP_USER:?}
 chap_password=${SH_CHAP_PASSWORD:?}
+chap_user_in=${SH_CHAP_USER_IN:?}
+chap_password_in=${SH_CHAP_PASSWORD_IN:?}
 stagehand=${SH_STAGEHAND:?}
 stagehandctl=${SH_STAGEHANDCTL:?}
 # Nothing started from here inherits the secret through its environment.
-unset SH_CHAP_PASSWORD
+unset SH_CHAP_PASSWORD SH_CHAP_PASSWORD_IN
 host=10.0.2.2
 lun=1
 endpoint=unix:///run/sh/csi.sock
@@ -326,6 +328,16 @@ printf 'node.session.auth.username: %s\nnode.session.auth.password: %s\n' "$chap
   "$chap_password" >/root/secrets/good.yaml
 printf 'node.session.auth.username: %s\nnode.session.auth.password: %s\n' "$chap_user" \
   "$wrong_password" >/root/secrets/wrong.yaml
+{
+  cat /root/secrets/good.yaml
+  printf 'node.session.auth.username_in: %s\nnode.session.auth.password_in: %s\n' "$chap_user_in" \
+    "$chap_password_in"
+} >/root/secrets/mutual.yaml
+{
+  cat /root/secrets/good.yaml
+  printf 'node.session.auth.username_in: %s\nnode.session.auth.password_in: %s-wrong\n' \
+    "$chap_user_in" "$chap_password_in"
+} >/root/secrets/mutual-wrong.yaml
 chmod 0600 /root/secrets/*.yaml
 # iscsid.conf defaults that stagehand must override in its node records: with these, a record it
 # leaves alone would log in at boot and scan every LUN.
@@ -499,12 +511,27 @@ check_secret_hidden "$wrong_password" "wrong CHAP secret"
 check_secret_hidden "$chap_password" "wrong CHAP secret"
 ok "stage with a wrong CHAP secret: exit status $rc, UNAUTHENTICATED, nothing left"
 
+# Mutual CHAP with a wrong target secret: the initiator must refuse the target.
+rc=0
+err=$(ctl node stage --volume-id v-wrong --staging-path "$stage_dir/wrong" "${ctx[@]}" \
+  --secrets-file /root/secrets/mutual-wrong.yaml 2>&1) || rc=$?
+[[ $rc != 0 ]] || fail "stage with a wrong mutual CHAP (target) secret succeeded"
+grep -qi unauthenticated <<<"$err" ||
+  fail "stage with a wrong mutual CHAP secret: not UNAUTHENTICATED: $err"
+[[ -z $(leftovers) ]] || fail "left after the failed mutual stage: $(leftovers)"
+ok "stage with a wrong mutual CHAP (target) secret: UNAUTHENTICATED, nothing left"
+
 # --- two portals: dm-multipath, losing one path ------------------------------------------------
 multipathd show daemon >/dev/null || fail "multipathd is not running (guest.sh --multipathd)"
 # (with the volume_context key that picks the transport per volume, too)
 ctl node stage --volume-id v3 --staging-path "$stage_dir/v3" "${ctx[@]}" \
-  -c "portals=$host:$port2" -c transport=kernel --secrets-file /root/secrets/good.yaml ||
-  fail "stage v3 (two portals)"
+  -c "portals=$host:$port2" -c transport=kernel --secrets-file /root/secrets/mutual.yaml ||
+  fail "stage v3 (two portals, mutual CHAP)"
+for p in "$port" "$port2"; do
+  rec=$(iscsiadm -m node -T "$iqn" -p "$host:$p") || fail "no node record for $host:$p"
+  grep -qx "node.session.auth.username_in = $chap_user_in" <<<"$rec" ||
+    fail "node record for $host:$p: no mutual CHAP user"
+done
 dm=$(mounted_block "$stage_dir/v3") || fail "$stage_dir/v3 is not mounted"
 [[ $dm == dm-* ]] || fail "$stage_dir/v3 is mounted from /dev/$dm, not from a dm device"
 dm_uuid=$(<"/sys/block/$dm/dm/uuid")
@@ -527,7 +554,7 @@ until_deadline 10 two_active ||
   fail "multipathd does not show $sd1 and $sd2 active: $(multipathd show topology)"
 multipathd show topology
 [[ $(blkid -p -o value -s TYPE "/dev/$dm") == ext4 ]] || fail "/dev/$dm is not ext4"
-ok "stage v3: two portals, $stage_dir/v3: ext4 on /dev/$dm (map $map) over $sd1 (port $port)" \
+ok "stage v3: two portals, mutual CHAP, $stage_dir/v3: ext4 on /dev/$dm (map $map) over $sd1 (port $port)" \
   "and $sd2 (port $port2), both active"
 
 ctl node publish --volume-id v3 --staging-path "$stage_dir/v3" --target-path "$pub_dir/v3" ||
@@ -643,6 +670,7 @@ udevadm wait --removed --timeout=10 "/dev/$sd1" "/dev/$sd2" "/dev/$dm" ||
   fail "devices left after unstage v3: $(leftovers)"
 [[ -z $(leftovers) ]] || fail "left after unstage v3: $(leftovers)"
 check_secret_hidden "$chap_password" "multipath"
+check_secret_hidden "$chap_password_in" "multipath (mutual CHAP)"
 ok "unpublish + unstage v3 by the restarted agent, from its records: map removed, both" \
   "sessions (one failed) logged out"
 
