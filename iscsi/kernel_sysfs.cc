@@ -262,6 +262,15 @@ std::optional<KernelSysfs::DmMap> KernelSysfs::FindMapOver(
   return FindMap([&want](const DmMap& m) { return m.slaves == want; });
 }
 
+std::optional<KernelSysfs::DmMap> KernelSysfs::MapHolding(std::string_view disk) const {
+  for (const std::string& holder : ListDir(BlockPath(disk) + "/holders")) {
+    if (auto m = ReadMap(holder)) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<KernelSysfs::DmMap> KernelSysfs::FindMapNamed(std::string_view name) const {
   return FindMap([name](const DmMap& m) { return m.name == name; });
 }

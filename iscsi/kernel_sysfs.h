@@ -69,6 +69,8 @@ class KernelSysfs {
 
   std::optional<DmMap> FindMapOver(const std::vector<std::string>& disks) const;
   std::optional<DmMap> FindMapNamed(std::string_view name) const;
+  // The multipath map that holds `disk` (its holders/), if any.
+  std::optional<DmMap> MapHolding(std::string_view disk) const;
 
  private:
   std::optional<DmMap> ReadMap(const std::string& block) const;

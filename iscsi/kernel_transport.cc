@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -118,11 +119,14 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const Portal& 
                                     bool multipath) {
   const std::string& iqn = request.target.iqn;
   const std::string p = portal.ToString();
-  SH_ASSIGN_OR_RETURN(
-      ProcessResult created,
-      Run({"iscsiadm", "-m", "node", "-o", "new", "-T", iqn, "-p", p}, kToolTimeout));
-  if (created.exit_code != kIscsiErrSessionExists) {
-    SH_RETURN_IF_ERROR(IscsiadmStatus(created, absl::StrCat("create the node record for ", p)));
+  // `-o new` resets an existing record to iscsid.conf's defaults: only when there is none.
+  if (!FindNodeRecordFile(options_.nodes_dir, iqn, portal).ok()) {
+    SH_ASSIGN_OR_RETURN(
+        ProcessResult created,
+        Run({"iscsiadm", "-m", "node", "-o", "new", "-T", iqn, "-p", p}, kToolTimeout));
+    if (created.exit_code != kIscsiErrSessionExists) {
+      SH_RETURN_IF_ERROR(IscsiadmStatus(created, absl::StrCat("create the node record for ", p)));
+    }
   }
   SH_ASSIGN_OR_RETURN(std::string file, FindNodeRecordFile(options_.nodes_dir, iqn, portal));
   SH_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
@@ -160,6 +164,11 @@ absl::StatusOr<std::string> KernelTransport::ScanDisk(DeviceWatch& watch, const 
   if (!session) {
     return absl::InternalError(absl::StrCat("iscsiadm logged in to ", iqn, " at ",
                                             portal.ToString(), " but sysfs shows no such session"));
+  }
+  if (session->state != "LOGGED_IN") {
+    return absl::UnavailableError(absl::StrCat("the iSCSI session to ", iqn, " at ",
+                                               portal.ToString(), " is ", session->state,
+                                               " (reconnecting); try again when it is back"));
   }
   if (!sysfs_.SessionDisk(*session, lun)) {
     SH_RETURN_IF_ERROR(options_.scan(session->host, lun));
@@ -199,6 +208,7 @@ absl::StatusOr<KernelSysfs::DmMap> KernelTransport::AssembleMap(
     SH_ASSIGN_OR_RETURN(ProcessResult r, Run({"multipathd", "add", "path", disk}, kToolTimeout));
     (void)r;  // "fail" when multipathd already has the path; the map check below decides.
   }
+  std::optional<KernelSysfs::DmMap> found;
   auto map = watch.WaitFor(
       [&]() -> std::optional<std::string> {
         // udev makes /dev/mapper/<name> on the change event after the table is loaded, not on
@@ -206,6 +216,7 @@ absl::StatusOr<KernelSysfs::DmMap> KernelTransport::AssembleMap(
         auto m = sysfs_.FindMapOver(disks);
         if (m && watch.Processed(sysfs_.BlockPath(m->block)) && !m->name.empty() &&
             ::access(absl::StrCat(options_.dev_dir, "/mapper/", m->name).c_str(), F_OK) == 0) {
+          found = m;
           return m->block;
         }
         return std::nullopt;
@@ -218,7 +229,7 @@ absl::StatusOr<KernelSysfs::DmMap> KernelTransport::AssembleMap(
         "; check multipathd's configuration (blacklist, find_multipaths) and that no other "
         "paths of this LUN are logged in"));
   }
-  return *sysfs_.FindMapOver(disks);
+  return *found;
 }
 
 void KernelTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
@@ -241,9 +252,19 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
   state::v1::SessionRecord& rec = a.session;
   rec.set_transport(kTransportKernel);
   bool attached = false;
+  // Paths whose disk was already there before this attach (another volume's, or a half-made
+  // attach's): a failed attach must not delete them or log their sessions out.
+  std::vector<int> preexisting;
   absl::Cleanup undo = [&] {
     if (!attached) {
-      if (auto s = DetachLocked(rec, *watch); !s.ok()) {
+      state::v1::SessionRecord ours = rec;
+      ours.clear_paths();
+      for (int i = 0; i < rec.paths_size(); ++i) {
+        if (std::find(preexisting.begin(), preexisting.end(), i) == preexisting.end()) {
+          *ours.add_paths() = rec.paths(i);
+        }
+      }
+      if (auto s = DetachLocked(ours, *watch); !s.ok()) {
         Log().error("volume '{}': cleanup after a failed kernel attach failed: {}",
                     request.volume_id, s);
       }
@@ -252,6 +273,17 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
   std::vector<std::string> disks;
   for (const Portal& given : target.portals) {
     SH_ASSIGN_OR_RETURN(Portal portal, ResolvePortal(given));
+    for (const state::v1::KernelPath& earlier : rec.paths()) {
+      if (FromProto(earlier.portal()) == portal) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("portal '", given.ToString(), "' is the same address as another portal (",
+                         portal.ToString(), "); give each portal once"));
+      }
+    }
+    if (auto s = sysfs_.FindSession(target.iqn, portal.host, portal.port);
+        s && sysfs_.SessionDisk(*s, target.lun)) {
+      preexisting.push_back(rec.paths_size());
+    }
     state::v1::KernelPath* path = rec.add_paths();
     ToProto(portal, path->mutable_portal());
     path->set_iqn(target.iqn);
@@ -300,6 +332,8 @@ absl::Status KernelTransport::RemoveMap(const std::string& name, DeviceWatch& wa
   if (!map) {
     return absl::OkStatus();
   }
+  // With every path dead and queue_if_no_path, a flush would wait forever (holding mu_).
+  (void)Run({"multipathd", "disablequeueing", "map", name}, kToolTimeout);
   SH_RETURN_IF_ERROR(options_.release(DevNode(map->block)));
   // `multipath -f` fails while udev or blkid still has the map open for a moment: try again on
   // each event, bounded.
@@ -334,11 +368,25 @@ absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session
       const LunIdentity want = FromProto(session.identity());
       if (!want.Empty()) {
         auto now = sysfs_.DiskIdentity(d->disk);
-        if (now.ok() && !CheckSameLun(want, *now).ok()) {
+        if (!now.ok()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("cannot read the identity of ", d->disk, " (LUN ", path.lun(), " of ",
+                           path.iqn(), " at ", p, "): ", now.status().message(), "; left alone"));
+        }
+        if (!CheckSameLun(want, *now).ok()) {
           return absl::FailedPreconditionError(absl::StrCat(
               d->disk, " (LUN ", path.lun(), " of ", path.iqn(), " at ", p, ") now reports ",
               DescribeIdentity(*now), ", not the staged ", DescribeIdentity(want), "; left alone"));
         }
+      }
+      // A multipath map over this LUN that the record does not name (an attach cut short
+      // between map and record) would hold the disk for good.
+      if (auto holder = sysfs_.MapHolding(d->disk)) {
+        SH_RETURN_IF_ERROR(RemoveMap(holder->name, watch));
+      }
+      if (!session.multipath_map().empty()) {
+        // Undo `multipath -a`, so that a later single-path stage of this LUN is not claimed.
+        (void)Run({"multipath", "-w", DevNode(d->disk)}, kToolTimeout);
       }
       SH_RETURN_IF_ERROR(options_.release(DevNode(d->disk)));
       SH_RETURN_IF_ERROR(sysfs_.DeleteDisk(d->disk));
@@ -468,6 +516,14 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
     auto d = sysfs_.SessionDisk(*s, path.lun());
     if (!d || d->disk.empty()) {
       problems.push_back(absl::StrCat("LUN ", path.lun(), " of ", where, " has no disk"));
+      continue;
+    }
+    if (!path.disk().empty() && d->disk != path.disk()) {
+      // The LUN came back under another name (a re-login): the recorded device may now be
+      // another LUN's.
+      problems.push_back(absl::StrCat("LUN ", path.lun(), " of ", where, " is now ", d->disk,
+                                      ", not the staged ", path.disk(), "; stage it again"));
+      h.identity_changed = true;
       continue;
     }
     if (auto id = sysfs_.DiskIdentity(d->disk); id.ok() && !want.Empty()) {

@@ -39,6 +39,9 @@ absl::StatusOr<Attachment> TransportSet::Attach(const AttachRequest& request) {
 }
 
 absl::Status TransportSet::Detach(const state::v1::SessionRecord& session) {
+  if (session.transport() == kTransportKernel && kernel_ == nullptr && session.paths().empty()) {
+    return absl::OkStatus();  // A kernel attach that never started here: nothing to undo.
+  }
   SH_ASSIGN_OR_RETURN(Transport * t, Pick(session.transport()));
   return t->Detach(session);
 }

@@ -456,6 +456,46 @@ TEST(KernelTransportTest, RefreshCapacityRescansAndChecksTheIdentity) {
   EXPECT_THAT(t.RefreshCapacity(a->session), StatusIs(absl::StatusCode::kUnavailable));
 }
 
+TEST(KernelTransportTest, AFailedAttachLeavesADiskThatWasAlreadyThere) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));  // Another volume's, on the same LUN.
+  ASSERT_THAT(a, IsOk());
+  AttachRequest second = Request(1);
+  second.target.expected_serial = "OTHER";
+
+  EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_TRUE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+}
+
+TEST(KernelTransportTest, TwoPortalsWithTheSameAddressAreInvalid) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1, {3260});
+  req.target.portals.push_back(Portal{"127.0.0.1", 3260});  // E.g. a host name and its address.
+
+  EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, ALunBackUnderAnotherNameIsNotHealthy) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+  state::v1::SessionRecord renamed = a->session;
+  renamed.mutable_paths(0)->set_disk("sdq");
+
+  const SessionHealth h = t.Health(renamed);
+
+  EXPECT_FALSE(h.healthy);
+  EXPECT_THAT(h.message, HasSubstr("now sda"));
+}
+
 TEST(KernelTransportTest, PreparedRecordUndoesACutShortAttach) {
   FakeHost host;
   KernelTransport t(host.Options());
