@@ -225,6 +225,12 @@ absl::Status KernelSysfs::DeleteDisk(std::string_view disk) const {
                      absl::StrCat("delete SCSI disk ", ToAbsl(disk)));
 }
 
+absl::Status KernelSysfs::DeleteScsiDevice(std::string_view hctl) const {
+  return WithContext(
+      WriteSysfs(absl::StrCat(root_, "/class/scsi_device/", ToAbsl(hctl), "/device/delete"), "1"),
+      absl::StrCat("delete SCSI device ", ToAbsl(hctl)));
+}
+
 absl::Status KernelSysfs::RescanDisk(std::string_view disk) const {
   return WithContext(WriteSysfs(BlockPath(disk) + "/device/rescan", "1"),
                      absl::StrCat("rescan SCSI disk ", ToAbsl(disk)));

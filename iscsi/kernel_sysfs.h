@@ -58,6 +58,8 @@ class KernelSysfs {
   absl::StatusOr<LunCapacity> Capacity(std::string_view block) const;
   std::string DiskState(std::string_view disk) const;  // "running", "offline", ...; "" if gone
   absl::Status DeleteDisk(std::string_view disk) const;
+  // Deletes a SCSI device by H:C:T:L (one without a block device).
+  absl::Status DeleteScsiDevice(std::string_view hctl) const;
   absl::Status RescanDisk(std::string_view disk) const;
 
   // The dm device ("dm-3") whose slaves are exactly `disks`, if any; its name (dm/name).

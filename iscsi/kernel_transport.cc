@@ -402,6 +402,22 @@ absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session
                                  options_.device_timeout, absl::StrCat(d->disk, " to go"))
                              .status());
       Log().info("deleted {} (LUN {} of {} at {})", d->disk, path.lun(), path.iqn(), p);
+    } else if (d) {
+      // Scanned but never a block device (an attach that timed out before udev, or not a
+      // disk): nothing can hold it, and left alone it would keep the session logged in.
+      SH_RETURN_IF_ERROR(sysfs_.DeleteScsiDevice(d->hctl));
+      SH_RETURN_IF_ERROR(watch
+                             .WaitFor(
+                                 [&]() -> std::optional<std::string> {
+                                   if (sysfs_.SessionDisk(*s, path.lun())) {
+                                     return std::nullopt;
+                                   }
+                                   return d->hctl;
+                                 },
+                                 options_.device_timeout, absl::StrCat(d->hctl, " to go"))
+                             .status());
+      Log().info("deleted SCSI device {} (LUN {} of {} at {}; it had no block device)", d->hctl,
+                 path.lun(), path.iqn(), p);
     }
     const std::vector<ScsiDisk> others = sysfs_.SessionDisks(*s);
     if (!others.empty()) {

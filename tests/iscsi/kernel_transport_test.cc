@@ -109,6 +109,21 @@ class FakeHost {
 
   bool DiskExists(const std::string& disk) const { return fs::exists(sys_ / "class/block" / disk); }
 
+  // Makes the SCSI device of `lun` on the (only) session lose its block device, as when an
+  // attach timed out before the disk appeared.
+  void DropBlockDevice(uint32_t lun) {
+    for (auto& [sid, s] : sessions_) {
+      auto it = s.disks.find(lun);
+      if (it == s.disks.end()) {
+        continue;
+      }
+      const std::string hctl = absl::StrCat(s.host, ":0:0:", lun);
+      fs::remove_all(SessionDevice(sid) / absl::StrCat("target", s.host, ":0:0") / hctl / "block");
+      fs::remove_all(sys_ / "class/block" / it->second);
+      Write(sys_ / "class/scsi_device" / hctl / "device/delete", "");
+    }
+  }
+
   bool AnyArgvContains(const std::string& text) const {
     for (const auto& argv : commands) {
       for (const auto& a : argv) {
@@ -148,6 +163,26 @@ class FakeHost {
       if (Read(e.path() / "device/delete") == "1") {
         RemoveDisk(e.path().filename());
       }
+    }
+    if (!fs::exists(sys_ / "class/scsi_device")) {
+      return;
+    }
+    for (const auto& e : fs::directory_iterator(sys_ / "class/scsi_device")) {
+      if (Read(e.path() / "device/delete") != "1") {
+        continue;
+      }
+      for (auto& [sid, s] : sessions_) {
+        for (auto it = s.disks.begin(); it != s.disks.end(); ++it) {
+          if (absl::StrCat(s.host, ":0:0:", it->first) == e.path().filename().string()) {
+            fs::remove_all(SessionDevice(sid) / absl::StrCat("target", s.host, ":0:0") /
+                           e.path().filename());
+            s.disks.erase(it);
+            break;
+          }
+        }
+      }
+      fs::remove_all(e.path());
+      return;  // The iterator is stale now.
     }
   }
 
@@ -494,6 +529,18 @@ TEST(KernelTransportTest, ALunBackUnderAnotherNameIsNotHealthy) {
 
   EXPECT_FALSE(h.healthy);
   EXPECT_THAT(h.message, HasSubstr("now sda"));
+}
+
+TEST(KernelTransportTest, DetachDeletesAScsiDeviceWithoutBlockDeviceAndLogsOut) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+  host.DropBlockDevice(1);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+
+  EXPECT_EQ(host.Sessions(), 0);
 }
 
 TEST(KernelTransportTest, PreparedRecordUndoesACutShortAttach) {
