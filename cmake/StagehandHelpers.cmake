@@ -21,4 +21,12 @@ function(sh_cc_test)
   add_executable(${SH_NAME} ${SH_SRCS})
   target_link_libraries(${SH_NAME} PRIVATE ${SH_DEPS} GTest::gmock_main sh_warnings)
   gtest_discover_tests(${SH_NAME} PROPERTIES LABELS "${SH_LABELS}" DISCOVERY_TIMEOUT 60)
+  # `ninja unit_tests` builds every binary `ctest -L unit` runs (the tests inside a binary are
+  # discovered only once it is built, so ctest cannot list them before).
+  if("unit" IN_LIST SH_LABELS)
+    if(NOT TARGET unit_tests)
+      add_custom_target(unit_tests)
+    endif()
+    add_dependencies(unit_tests ${SH_NAME})
+  endif()
 endfunction()
