@@ -81,8 +81,9 @@ bool SameAddress(std::string_view a, std::string_view b) {
   if (a == b) {
     return true;
   }
-  const std::string sa(a);
-  const std::string sb(b);
+  // Without an IPv6 zone ("fe80::1%eth0"): inet_pton rejects it, and sysfs may not show it.
+  const std::string sa(a.substr(0, a.find('%')));
+  const std::string sb(b.substr(0, b.find('%')));
   in6_addr x{}, y{};
   if (::inet_pton(AF_INET6, sa.c_str(), &x) == 1 && ::inet_pton(AF_INET6, sb.c_str(), &y) == 1) {
     return std::memcmp(&x, &y, sizeof x) == 0;

@@ -506,6 +506,15 @@ TEST(KernelTransportTest, AFailedAttachLeavesADiskThatWasAlreadyThere) {
   EXPECT_TRUE(t.Health(a->session).healthy);
 }
 
+TEST(SameAddressTest, ComparesAddressesNotTheirSpelling) {
+  EXPECT_TRUE(SameAddress("10.0.2.2", "10.0.2.2"));
+  EXPECT_FALSE(SameAddress("10.0.2.2", "10.0.2.3"));
+  EXPECT_TRUE(SameAddress("fd00::5", "fd00:0:0:0:0:0:0:5"));
+  EXPECT_TRUE(SameAddress("fe80::1%eth0", "fe80::1"));
+  EXPECT_FALSE(SameAddress("fe80::1", "fe80::2"));
+  EXPECT_FALSE(SameAddress("example.com", "10.0.2.2"));
+}
+
 TEST(KernelTransportTest, TwoPortalsWithTheSameAddressAreInvalid) {
   FakeHost host;
   KernelTransport t(host.Options());
