@@ -90,8 +90,8 @@ struct FuseLunServer::Impl {
   int flap_backoff_ms = 0;
   int ticks = 0;
   size_t inflight = 0;
-  std::deque<std::unique_ptr<IoRequest>> parked;         // Waiting for a reconnect.
-  std::deque<std::unique_ptr<IoRequest>> retry_on_tick;  // Waiting for the next tick.
+  std::deque<std::unique_ptr<IoRequest>> parked;          // Waiting for a reconnect.
+  std::deque<std::unique_ptr<IoRequest>> retry_on_tick;   // Waiting for the next tick.
   std::vector<std::unique_ptr<uint8_t[]>> spare_buffers;  // Each kBufferBytes.
 
   ~Impl() {
