@@ -2,7 +2,8 @@
 
 // How a userspace session process is started so that it outlives the agent: as a transient
 // systemd unit (own cgroup, survives a restart or upgrade of the agent's service or pod), or as a
-// detached child (double fork + setsid, reparented to init) where there is no systemd.
+// detached process where there is no systemd (posix_spawn in a new session, through an
+// intermediate process that exits at once so that it is reparented to init).
 
 #include <memory>
 #include <string>
