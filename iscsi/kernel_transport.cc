@@ -364,6 +364,19 @@ absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session
   const std::string p = portal.ToString();
   auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
   if (s) {
+    // Until the LUN's SCSI device is gone from the session.
+    auto wait_gone = [&](const std::string& name) {
+      return watch
+          .WaitFor(
+              [&]() -> std::optional<std::string> {
+                if (sysfs_.SessionDisk(*s, path.lun())) {
+                  return std::nullopt;
+                }
+                return name;
+              },
+              options_.device_timeout, absl::StrCat(name, " to go"))
+          .status();
+    };
     if (auto d = sysfs_.SessionDisk(*s, path.lun()); d && !d->disk.empty()) {
       const LunIdentity want = FromProto(session.identity());
       if (!want.Empty()) {
@@ -390,32 +403,13 @@ absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session
       }
       SH_RETURN_IF_ERROR(options_.release(DevNode(d->disk)));
       SH_RETURN_IF_ERROR(sysfs_.DeleteDisk(d->disk));
-      SH_RETURN_IF_ERROR(watch
-                             .WaitFor(
-                                 [&]() -> std::optional<std::string> {
-                                   auto left = sysfs_.SessionDisk(*s, path.lun());
-                                   if (left) {
-                                     return std::nullopt;
-                                   }
-                                   return d->disk;
-                                 },
-                                 options_.device_timeout, absl::StrCat(d->disk, " to go"))
-                             .status());
+      SH_RETURN_IF_ERROR(wait_gone(d->disk));
       Log().info("deleted {} (LUN {} of {} at {})", d->disk, path.lun(), path.iqn(), p);
     } else if (d) {
       // Scanned but never a block device (an attach that timed out before udev, or not a
       // disk): nothing can hold it, and left alone it would keep the session logged in.
       SH_RETURN_IF_ERROR(sysfs_.DeleteScsiDevice(d->hctl));
-      SH_RETURN_IF_ERROR(watch
-                             .WaitFor(
-                                 [&]() -> std::optional<std::string> {
-                                   if (sysfs_.SessionDisk(*s, path.lun())) {
-                                     return std::nullopt;
-                                   }
-                                   return d->hctl;
-                                 },
-                                 options_.device_timeout, absl::StrCat(d->hctl, " to go"))
-                             .status());
+      SH_RETURN_IF_ERROR(wait_gone(d->hctl));
       Log().info("deleted SCSI device {} (LUN {} of {} at {}; it had no block device)", d->hctl,
                  path.lun(), path.iqn(), p);
     }
