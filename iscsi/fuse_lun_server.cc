@@ -85,6 +85,7 @@ struct FuseLunServer::Impl {
   size_t portal_index = 0;
   ServerStatus status;
   bool need_reconnect = false;
+  std::string reconnect_reason;  // Why the connection is being replaced (status message).
   bool failed_closed = false;
   std::chrono::steady_clock::time_point last_reconnect;
   int flap_backoff_ms = 0;
@@ -166,7 +167,7 @@ struct FuseLunServer::Impl {
     if (task == nullptr) {
       // Could not even queue it: the context is unusable. Park and reconnect.
       parked.push_back(std::move(r));
-      need_reconnect = true;
+      RequestReconnect(absl::StrCat("cannot queue a command: ", iscsi_get_error(ctx)));
       return;
     }
     ++inflight;
@@ -194,7 +195,14 @@ struct FuseLunServer::Impl {
          (task->sense.key == SCSI_SENSE_UNIT_ATTENTION || task->sense.key == SCSI_SENSE_NOT_READY));
     if ((connection || passing) && ++r->retries < kMaxRetriesPerRequest) {
       if (connection) {
-        self->need_reconnect = true;
+        // While the context is being destroyed (ctx is null then), its cancelled commands
+        // only park: asking for another reconnect here would replace the new connection
+        // right after the login, again on every login.
+        if (self->ctx != nullptr) {
+          self->RequestReconnect(status == SCSI_STATUS_TIMEOUT     ? "a command timed out"
+                                 : status == SCSI_STATUS_CANCELLED ? "a command was cancelled"
+                                                                   : "a command failed");
+        }
         self->parked.push_back(std::move(r));
       } else if (task->status == SCSI_STATUS_CHECK_CONDITION &&
                  task->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
@@ -274,8 +282,16 @@ struct FuseLunServer::Impl {
     };
     if (iscsi_readcapacity16_task(ctx, static_cast<int>(options.login.lun), done, this) ==
         nullptr) {
-      need_reconnect = true;
+      RequestReconnect(absl::StrCat("cannot queue READ CAPACITY: ", iscsi_get_error(ctx)));
     }
+  }
+
+  // The first reason wins until the reconnect starts.
+  void RequestReconnect(std::string why) {
+    if (!need_reconnect) {
+      reconnect_reason = std::move(why);
+    }
+    need_reconnect = true;
   }
 
   void FailClosed(const std::string& why) {
@@ -294,9 +310,10 @@ struct FuseLunServer::Impl {
   // Logs in again, rotating through the portals, until it works, the LUN turns out to be a
   // different one, or `stop_fd` fires. Returns false when stopping.
   bool Reconnect(int stop_fd) {
-    need_reconnect = false;
     DestroyContext();
-    Publish(ServerState::kReconnecting, "connection lost; logging in again");
+    need_reconnect = false;
+    Publish(ServerState::kReconnecting,
+            absl::StrCat("connection lost (", reconnect_reason, "); logging in again"));
     // A connection that drops again right after a reconnect is flapping: back off before the
     // next login instead of spinning through logins and retries.
     const auto now = std::chrono::steady_clock::now();
@@ -611,12 +628,12 @@ struct FuseLunServer::Impl {
     }
     // libiscsi has no timers: command timeouts advance only in iscsi_service.
     if (iscsi_service(ctx, 0) < 0) {
-      need_reconnect = true;
+      RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(ctx)));
       return;
     }
     if (++ticks % kNopEveryTicks == 0) {
       if (iscsi_get_nops_in_flight(ctx) > kMaxNopsInFlight) {
-        need_reconnect = true;
+        RequestReconnect(absl::StrCat(iscsi_get_nops_in_flight(ctx), " NOP-Outs unanswered"));
         return;
       }
       (void)iscsi_nop_out_async(ctx, nullptr, nullptr, 0, nullptr);
@@ -714,7 +731,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
     }
     if (n == 5 && fds[4].revents != 0 && s.ctx != nullptr) {
       if (iscsi_service(s.ctx, fds[4].revents) < 0) {
-        s.need_reconnect = true;
+        s.RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(s.ctx)));
       }
     }
     if (fds[3].revents != 0) {
