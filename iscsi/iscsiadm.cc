@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <map>
+
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
@@ -118,6 +120,27 @@ std::string RewriteNodeRecord(std::string_view text, const NodeRecordSettings& s
     absl::StrAppend(&out, key, " = ", value, "\n");
   }
   return out;
+}
+
+std::optional<ChapCredentials> NodeRecordChap(std::string_view text) {
+  std::map<std::string, std::string, std::less<>> auth;
+  for (absl::string_view line : absl::StrSplit(ToAbsl(text), '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos ||
+        absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "#")) {
+      continue;
+    }
+    const absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, eq));
+    if (absl::StartsWith(name, "node.session.auth.")) {
+      auth[std::string(name)] = std::string(absl::StripAsciiWhitespace(line.substr(eq + 1)));
+    }
+  }
+  if (auth["node.session.auth.authmethod"] != "CHAP") {
+    return std::nullopt;
+  }
+  return ChapCredentials{auth["node.session.auth.username"], auth["node.session.auth.password"],
+                         auth["node.session.auth.username_in"],
+                         auth["node.session.auth.password_in"]};
 }
 
 absl::StatusOr<std::string> FindNodeRecordFile(const std::string& nodes_dir, const std::string& iqn,

@@ -54,6 +54,10 @@ struct NodeRecordSettings {
 // replacement timeout, and keeps every other line. Pure.
 std::string RewriteNodeRecord(std::string_view text, const NodeRecordSettings& settings);
 
+// The CHAP credentials a node record holds (node.session.auth.*); nullopt when its authmethod is
+// not CHAP. Pure.
+std::optional<ChapCredentials> NodeRecordChap(std::string_view text);
+
 // The file of the node record for `iqn` at `portal` under `nodes_dir` (normally
 // /etc/iscsi/nodes): `<iqn>/<address>,<port>[,<tpgt>]`, a file, or a directory holding one file
 // per interface (`default`). NotFound if there is none.

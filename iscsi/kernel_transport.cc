@@ -115,6 +115,18 @@ absl::StatusOr<ProcessResult> KernelTransport::Run(const std::vector<std::string
   return r;
 }
 
+namespace {
+
+bool SameChap(const std::optional<ChapCredentials>& a, const std::optional<ChapCredentials>& b) {
+  if (!a || !b) {
+    return a.has_value() == b.has_value();
+  }
+  return a->user == b->user && a->secret == b->secret && a->user_in == b->user_in &&
+         a->secret_in == b->secret_in;
+}
+
+}  // namespace
+
 absl::Status KernelTransport::Login(const AttachRequest& request, const Portal& portal,
                                     bool multipath) {
   const std::string& iqn = request.target.iqn;
@@ -130,6 +142,20 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const Portal& 
   }
   SH_ASSIGN_OR_RETURN(std::string file, FindNodeRecordFile(options_.nodes_dir, iqn, portal));
   SH_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
+  if (sysfs_.FindSession(iqn, portal.host, portal.port)) {
+    // Already logged in (another volume on this target): iscsiadm will not log in again, so the
+    // target never checks this volume's credentials, and rewriting the record would replace the
+    // ones the session was made with. Only the same credentials may share the session.
+    if (!SameChap(NodeRecordChap(text), request.target.session_chap)) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "a session to ", iqn, " at ", p,
+          " is already logged in with other CHAP credentials (another volume of this target); "
+          "the target cannot check this volume's: give every volume of a target the same "
+          "node.session.auth secrets"));
+    }
+    Log().debug("already logged in to {} at {} with the same credentials", iqn, p);
+    return absl::OkStatus();
+  }
   NodeRecordSettings settings;
   settings.chap = request.target.session_chap;
   settings.initiator_name = request.initiator_name;

@@ -74,5 +74,27 @@ TEST(RewriteNodeRecordTest, WithoutChapTheMethodIsNone) {
   EXPECT_THAT(out, Not(HasSubstr("old")));
 }
 
+TEST(NodeRecordChapTest, ReadsBackWhatRewriteWrote) {
+  NodeRecordSettings mutual;
+  mutual.chap = ChapCredentials{"user", "s3cret", "target", "t-s3cret"};
+  auto chap = NodeRecordChap(RewriteNodeRecord("node.name = iqn.x\n", mutual));
+  ASSERT_TRUE(chap.has_value());
+  EXPECT_EQ(chap->user, "user");
+  EXPECT_EQ(chap->secret, "s3cret");
+  EXPECT_EQ(chap->user_in, "target");
+  EXPECT_EQ(chap->secret_in, "t-s3cret");
+
+  NodeRecordSettings one_way;
+  one_way.chap = ChapCredentials{"user", "pw = with spaces", "", ""};
+  chap = NodeRecordChap(RewriteNodeRecord("", one_way));
+  ASSERT_TRUE(chap.has_value());
+  EXPECT_EQ(chap->secret, "pw = with spaces");
+  EXPECT_EQ(chap->user_in, "");
+
+  EXPECT_FALSE(NodeRecordChap(RewriteNodeRecord("", {})).has_value());
+  EXPECT_FALSE(NodeRecordChap("# node.session.auth.authmethod = CHAP\n").has_value());
+  EXPECT_FALSE(NodeRecordChap("").has_value());
+}
+
 }  // namespace
 }  // namespace stagehand::iscsi

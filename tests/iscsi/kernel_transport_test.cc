@@ -444,6 +444,39 @@ TEST(KernelTransportTest, SharedSessionIsLoggedOutWithItsLastLun) {
   EXPECT_EQ(host.logouts, 1);
 }
 
+TEST(KernelTransportTest, OtherChapCannotShareALoggedInSession) {
+  FakeHost host;
+  host.chap_password = "right";
+  KernelTransport t(host.Options());
+  AttachRequest first = Request(1);
+  first.target.session_chap = ChapCredentials{"user", "right", "", ""};
+  auto a = t.Attach(first);
+  ASSERT_THAT(a, IsOk());
+
+  // The session exists, so the target would never see these: refused, nothing changed.
+  AttachRequest wrong = Request(2);
+  wrong.target.session_chap = ChapCredentials{"user", "wrong", "", ""};
+  EXPECT_THAT(t.Attach(wrong), StatusIs(absl::StatusCode::kUnauthenticated,
+                                        HasSubstr("already logged in with other CHAP")));
+  AttachRequest none = Request(2);
+  EXPECT_THAT(t.Attach(none), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_FALSE(host.DiskExists("sdb"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_THAT(Read(host.NodeRecord("127.0.0.1:3260")),
+              HasSubstr("node.session.auth.password = right\n"));
+  EXPECT_TRUE(t.Health(a->session).healthy);
+
+  // The same credentials share it.
+  AttachRequest same = Request(2);
+  same.target.session_chap = ChapCredentials{"user", "right", "", ""};
+  auto b = t.Attach(same);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(host.Sessions(), 1);
+  ASSERT_THAT(t.Detach(b->session), IsOk());
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
 TEST(KernelTransportTest, DetachLeavesADiskThatNowReportsAnotherLun) {
   FakeHost host;
   KernelTransport t(host.Options());
