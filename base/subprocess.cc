@@ -55,7 +55,11 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   if (!actions.ok() || attributes.error() != 0) {
     return absl::ResourceExhaustedError("cannot set up posix_spawn");
   }
-  int rc = posix_spawn_file_actions_addopen(actions.get(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Opened here, so that a missing /dev/null cannot pass for a missing program (without it the
+  // child keeps our stdin, as before).
+  UniqueFd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  int rc =
+      devnull ? posix_spawn_file_actions_adddup2(actions.get(), devnull.Get(), STDIN_FILENO) : 0;
   rc = rc != 0 ? rc
                : posix_spawn_file_actions_adddup2(actions.get(), write_end.Get(), STDOUT_FILENO);
   rc = rc != 0 ? rc

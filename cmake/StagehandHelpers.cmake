@@ -36,7 +36,9 @@ endfunction()
 # libstdc++): the agent starts one session process per staged volume, and the dynamic loader
 # mapping and relocating ~40 shared libraries took ~8 ms of every stage on the development VM
 # (bench/README.md, stage latency). glibc and libiscsi's RDMA libraries stay shared. Falls back
-# to ordinary dynamic linking where an archive is missing (STAGEHAND_STATIC_SESSION=OFF forces it).
+# to ordinary dynamic linking where an archive is missing (STAGEHAND_STATIC_SESSION=OFF forces it)
+# and in sanitizer builds. Nothing that needs a shared C++ library (spdlog, fmt) may be linked:
+# it would load a second C++ runtime next to the static one.
 option(STAGEHAND_STATIC_SESSION "Link stagehand-session against static archives" ON)
 function(sh_link_session_statically target)
   set(_deps sh_iscsi sh_proto_state sh_base)
@@ -54,6 +56,9 @@ function(sh_link_session_statically target)
   find_library(SH_RDMACM NAMES rdmacm librdmacm.so.1)
   if(NOT SH_IBVERBS OR NOT SH_RDMACM)
     list(APPEND _missing "libibverbs/librdmacm")
+  endif()
+  if(SH_SANITIZE)
+    list(APPEND _missing "none, but sanitizer builds keep the shared C++ runtime")
   endif()
   if(NOT STAGEHAND_STATIC_SESSION OR _missing)
     if(STAGEHAND_STATIC_SESSION)
@@ -83,6 +88,6 @@ function(sh_link_session_statically target)
   add_dependencies(${target} ${_deps})
   target_link_libraries(${target} PRIVATE sh_warnings
     -Wl,--start-group ${_files} ${_archives} -Wl,--end-group
-    ${SH_IBVERBS} ${SH_RDMACM} PkgConfig::LIBUDEV spdlog::spdlog fmt::fmt
-    Threads::Threads ${CMAKE_DL_LIBS} -static-libstdc++ -static-libgcc)
+    -Wl,--as-needed ${SH_IBVERBS} ${SH_RDMACM} Threads::Threads ${CMAKE_DL_LIBS}
+    -static-libstdc++ -static-libgcc)
 endfunction()

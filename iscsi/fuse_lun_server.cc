@@ -85,6 +85,7 @@ struct FuseLunServer::Impl {
   size_t portal_index = 0;
   ServerStatus status;
   bool need_reconnect = false;
+  bool stopping = false;         // Being destroyed: completions are dropped.
   std::string reconnect_reason;  // Why the connection is being replaced (status message).
   bool failed_closed = false;
   std::chrono::steady_clock::time_point last_reconnect;
@@ -96,6 +97,9 @@ struct FuseLunServer::Impl {
   std::vector<std::unique_ptr<uint8_t[]>> spare_buffers;  // Each kBufferBytes.
 
   ~Impl() {
+    // Commands still in flight complete during the logout below, after the FUSE session is
+    // gone: they are dropped, never answered or resubmitted.
+    stopping = true;
     if (session != nullptr) {
       if (mounted) {
         fuse_session_unmount(session);
@@ -180,6 +184,9 @@ struct FuseLunServer::Impl {
     std::unique_ptr<IoRequest> r(static_cast<IoRequest*>(private_data));
     Impl* self = r->server;
     --self->inflight;
+    if (self->stopping) {
+      return;
+    }
     if (status == SCSI_STATUS_GOOD) {
       self->Reply(*r, *task);
       return;
