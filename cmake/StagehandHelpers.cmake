@@ -86,6 +86,7 @@ function(sh_link_session_statically target)
     list(APPEND _files $<TARGET_FILE:${_dep}>)
   endforeach()
   add_dependencies(${target} ${_deps})
+  set_property(GLOBAL PROPERTY SH_SESSION_STATIC ON)
   target_link_libraries(${target} PRIVATE sh_warnings
     -Wl,--start-group ${_files} ${_archives} -Wl,--end-group
     -Wl,--as-needed ${SH_IBVERBS} ${SH_RDMACM} Threads::Threads ${CMAKE_DL_LIBS}
