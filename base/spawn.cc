@@ -37,6 +37,16 @@ __attribute__((no_sanitize("address"))) int Intermediate(void* arg) {
 
 }  // namespace
 
+std::vector<char*> SpawnArgv(const std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  cargv.reserve(argv.size() + 1);
+  for (const auto& a : argv) {
+    cargv.push_back(const_cast<char*>(a.c_str()));
+  }
+  cargv.push_back(nullptr);
+  return cargv;
+}
+
 SpawnActions::SpawnActions() : ok_(posix_spawn_file_actions_init(&actions_) == 0) {}
 
 SpawnActions::~SpawnActions() {
@@ -80,12 +90,7 @@ absl::Status SpawnDetached(const std::vector<std::string>& argv, int stdin_fd, i
   if (argv.empty()) {
     return absl::InvalidArgumentError("empty command");
   }
-  std::vector<char*> cargv;
-  cargv.reserve(argv.size() + 1);
-  for (const auto& a : argv) {
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  }
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = SpawnArgv(argv);
   SpawnActions actions;
   SpawnAttributes attributes;
   attributes.NewSession();

@@ -13,6 +13,9 @@
 
 namespace stagehand {
 
+// `argv` as posix_spawn wants it: pointers into the strings, then a null pointer.
+std::vector<char*> SpawnArgv(const std::vector<std::string>& argv);
+
 // posix_spawn_file_actions_t, destroyed on scope exit.
 class SpawnActions {
  public:

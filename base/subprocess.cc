@@ -42,12 +42,7 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   }
   UniqueFd read_end(pipe_fds[0]);
   UniqueFd write_end(pipe_fds[1]);
-  std::vector<char*> cargv;
-  cargv.reserve(argv.size() + 1);
-  for (const auto& a : argv) {
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  }
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = SpawnArgv(argv);
   // posix_spawn, not fork: it does not copy the agent's page tables (a fork of the agent cost
   // milliseconds per tool run on the development VM) and reports exec failures itself.
   SpawnActions actions;
