@@ -271,8 +271,18 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   attach.runtime_dir = SessionDir(req.volume_id());
   attach.volume_id = req.volume_id();
   deps_.transport.Prepare(attach, record.mutable_session());
-  // Persist before any side effect (safety rule 3).
-  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  {
+    std::lock_guard claim(claims_mu_);
+    if (auto other = OtherVolumeOnLun(record, /*by_identity=*/false)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
+          other->volume_id(), "' (staged at '", other->staging_path(),
+          "'); one LUN cannot back two volumes: unstage the other volume first, or fix the "
+          "volume_context of this one"));
+    }
+    // Persist before any side effect (safety rule 3).
+    SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  }
   absl::Cleanup undo = [&] {
     if (auto s = TearDown(record); !s.ok()) {
       Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
@@ -290,7 +300,25 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   *record.mutable_session() = a.session;
   iscsi::ToProto(a.identity, record.mutable_identity());
   record.set_capacity_bytes(a.capacity.Bytes());
-  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  {
+    // The same LUN can hide behind another name of its portal, or another portal.
+    std::lock_guard claim(claims_mu_);
+    if (auto other = OtherVolumeOnLun(record, /*by_identity=*/true)) {
+      const std::string device = iscsi::DeviceOf(record.session());
+      if (!device.empty() && device == iscsi::DeviceOf(other->session())) {
+        // The attach found the other volume's device and session: they are not ours to undo.
+        std::move(undo).Cancel();
+        SH_RETURN_IF_ERROR(WithContext(store_.Remove(record.volume_id()), "remove volume record"));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(a.identity),
+          ") is already used by volume '", other->volume_id(), "' (staged at '",
+          other->staging_path(),
+          "'); one LUN cannot back two volumes. If these are different LUNs, give them unique "
+          "identities (WWN, serial) on the target"));
+    }
+    SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  }
   if (!previous.Empty()) {
     // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
     // volume another application's disk.
@@ -305,6 +333,34 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   std::move(undo).Cancel();
   return absl::OkStatus();
+}
+
+std::optional<VolumeRecord> NodeService::OtherVolumeOnLun(const VolumeRecord& record,
+                                                          bool by_identity) const {
+  const iscsi::LunIdentity identity = iscsi::FromProto(record.identity());
+  for (VolumeRecord& other : store_.List()) {
+    if (other.volume_id() == record.volume_id()) {
+      continue;
+    }
+    if (by_identity) {
+      const iscsi::LunIdentity theirs = iscsi::FromProto(other.identity());
+      if (!identity.Empty() && !theirs.Empty() && iscsi::CheckSameLun(theirs, identity).ok()) {
+        return std::move(other);
+      }
+      continue;
+    }
+    if (other.iqn() != record.iqn() || other.lun() != record.lun()) {
+      continue;
+    }
+    for (const auto& mine : record.portals()) {
+      for (const auto& theirs : other.portals()) {
+        if (iscsi::FromProto(mine) == iscsi::FromProto(theirs)) {
+          return std::move(other);
+        }
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& device,

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/csi_validation.h"
@@ -91,11 +93,19 @@ class NodeService final : public csi::v1::Node::Service {
   // device in place. FailedPrecondition saying what is wrong otherwise.
   absl::Status CheckStagingLive(const state::v1::VolumeRecord& record);
   bool StagingHealthy(const state::v1::VolumeRecord& record);
+  // Another volume's record that holds the LUN `record` is about to use: the same target, LUN
+  // and a common portal, or (`by_identity`, once the LUN was read) the same LUN identity. Two
+  // volumes on one LUN would mount one filesystem twice and corrupt it. Call with claims_mu_.
+  std::optional<state::v1::VolumeRecord> OtherVolumeOnLun(const state::v1::VolumeRecord& record,
+                                                          bool by_identity) const;
 
   NodeServiceDeps deps_;
   NodeServiceOptions options_;
   VolumeStore store_;
   VolumeLocks locks_;
+  // Held from the check that no other volume uses a LUN until the record claiming it is saved,
+  // so that two volumes staged at once cannot both claim it.
+  std::mutex claims_mu_;
 };
 
 }  // namespace stagehand::agent

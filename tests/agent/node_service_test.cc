@@ -62,7 +62,8 @@ class NodeServiceTest : public ::testing::Test {
     (void)RunProcess({"rm", "-rf", root_});
   }
 
-  csi::v1::NodeStageVolumeRequest StageReq(const std::string& id, const std::string& fs = "ext4") {
+  csi::v1::NodeStageVolumeRequest StageReq(const std::string& id, const std::string& fs = "ext4",
+                                           const std::string& lun = "1") {
     csi::v1::NodeStageVolumeRequest r;
     r.set_volume_id(id);
     r.set_staging_target_path(root_ + "/stage-" + id);
@@ -71,7 +72,7 @@ class NodeServiceTest : public ::testing::Test {
         csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
     (*r.mutable_volume_context())["targetPortal"] = "127.0.0.1:3260";
     (*r.mutable_volume_context())["iqn"] = "iqn.2026-11.dev.stagehand:t1";
-    (*r.mutable_volume_context())["lun"] = "1";
+    (*r.mutable_volume_context())["lun"] = lun;
     return r;
   }
 
@@ -273,10 +274,64 @@ TEST_F(NodeServiceTest, UnknownMountIsNeverUnmounted) {
 }
 
 TEST_F(NodeServiceTest, MaxVolumesPerNodeIsEnforced) {
-  ASSERT_TRUE(Stage(StageReq("v1")).ok());
-  ASSERT_TRUE(Stage(StageReq("v2")).ok());
+  ASSERT_TRUE(Stage(StageReq("v1", "ext4", "1")).ok());
+  ASSERT_TRUE(Stage(StageReq("v2", "ext4", "2")).ok());
 
-  EXPECT_EQ(Stage(StageReq("v3")).error_code(), Code::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(Stage(StageReq("v3", "ext4", "3")).error_code(), Code::RESOURCE_EXHAUSTED);
+}
+
+TEST_F(NodeServiceTest, SecondVolumeOnTheSameLunIsRefusedBeforeAnyAttach) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+
+  auto s = Stage(StageReq("v2"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("already used by volume 'v1'"));
+  EXPECT_EQ(transport_.attaches(), 1);
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/stage-v2"));
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
+  auto record = VolumeStore(root_ + "/state/volumes").Load("v2");
+  ASSERT_TRUE(record.ok());
+  EXPECT_FALSE(record->has_value()) << "a refused stage leaves no record";
+  // Unstaging the first one frees the LUN for another volume.
+  ASSERT_TRUE(Unstage("v1").ok());
+  EXPECT_TRUE(Stage(StageReq("v2")).ok());
+}
+
+TEST_F(NodeServiceTest, SameLunBehindAnotherPortalNameIsRefusedAfterReadingItsIdentity) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  auto alias = StageReq("v2");
+  (*alias.mutable_volume_context())["targetPortal"] = "localhost:3260";
+
+  auto s = Stage(alias);
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("already used by volume 'v1'"));
+  EXPECT_THAT(s.error_message(), HasSubstr("naa.60000000000000000e00000000010001"));
+  EXPECT_EQ(formatted_.size(), 1u) << "only v1's blank LUN was formatted";
+  EXPECT_TRUE(checked_.empty()) << "the filesystem is not even checked twice";
+  EXPECT_EQ(transport_.detaches(), 1) << "v2's own session is undone";
+  EXPECT_EQ(transport_.attached(), 1u) << "v1's stays";
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
+  auto record = VolumeStore(root_ + "/state/volumes").Load("v2");
+  ASSERT_TRUE(record.ok());
+  EXPECT_FALSE(record->has_value());
+}
+
+TEST_F(NodeServiceTest, SameLunFoundOnTheOtherVolumesDeviceIsNotDetached) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  auto alias = StageReq("v2");
+  (*alias.mutable_volume_context())["targetPortal"] = "localhost:3260";
+  transport_.SetNextDevice("/dev/fake1");  // v1's device, as a shared kernel session finds it.
+
+  auto s = Stage(alias);
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_EQ(transport_.detaches(), 0) << "v1's session and device must stay";
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
+  auto record = VolumeStore(root_ + "/state/volumes").Load("v2");
+  ASSERT_TRUE(record.ok());
+  EXPECT_FALSE(record->has_value());
 }
 
 TEST_F(NodeServiceTest, ExpandPicksUpTheNewSizeAndGrowsTheFilesystem) {

@@ -5,6 +5,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 
 #include <absl/strings/str_cat.h>
 
@@ -24,8 +25,18 @@ class FakeTransport : public iscsi::Transport {
       return std::exchange(next_error_, absl::OkStatus());
     }
     iscsi::Attachment a;
-    a.device = absl::StrCat("/dev/fake", attaches_);
-    a.identity = identity_;
+    a.device = next_device_.empty() ? absl::StrCat("/dev/fake", attaches_)
+                                    : std::exchange(next_device_, std::string());
+    if (identity_set_) {
+      a.identity = identity_;
+    } else {
+      // Each LUN number its own identity, like tgtd's.
+      a.identity = {{absl::StrCat("naa.60000000000000000e0000000001",
+                                  absl::Hex(request.target.lun, absl::kZeroPad4))},
+                    absl::StrCat("beaf1", request.target.lun),
+                    "IET",
+                    "X"};
+    }
     a.capacity = {2048, 512};
     a.session.set_pid(1000 + attaches_);
     a.session.set_runtime_dir(request.runtime_dir);
@@ -56,7 +67,14 @@ class FakeTransport : public iscsi::Transport {
 
   void FailNextAttach(absl::Status s) { next_error_ = std::move(s); }
 
-  void SetIdentity(iscsi::LunIdentity id) { identity_ = std::move(id); }
+  void SetIdentity(iscsi::LunIdentity id) {
+    identity_ = std::move(id);
+    identity_set_ = true;
+  }
+
+  // The next attach finds this device (as the kernel transport does when another volume's
+  // session already holds the LUN).
+  void SetNextDevice(std::string device) { next_device_ = std::move(device); }
 
   void SetHealthy(bool healthy) { healthy_ = healthy; }
 
@@ -70,7 +88,9 @@ class FakeTransport : public iscsi::Transport {
 
  private:
   absl::Status next_error_;
-  iscsi::LunIdentity identity_{{"naa.60000000000000000e00000000010001"}, "beaf11", "IET", "X"};
+  iscsi::LunIdentity identity_;
+  bool identity_set_ = false;
+  std::string next_device_;
   bool healthy_ = true;
   uint64_t capacity_bytes_ = 2048 * 512;
   int attaches_ = 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
@@ -159,6 +160,43 @@ TEST_F(SafetyTest, FailsOverToTheNextPortalWhenTheFirstIsDown) {
 
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(Unstage("vol-fo", Staging("vol-fo")).ok());
+}
+
+TEST_F(SafetyTest, OneLunNeverBacksTwoVolumes) {
+  AddLun();
+  ASSERT_TRUE(Stage(StageRequest("vol-1")).ok());
+  const std::string target = root_ + "/pod-1";
+  ASSERT_TRUE(Publish(PublishRequest("vol-1", target)).ok());
+  ASSERT_TRUE(WriteFileAtomically(target + "/data.txt", "precious data\n", 0644).ok());
+  // The same LUN named the same way, and behind another name of the same portal (an
+  // IPv4-mapped IPv6 address): only the LUN's identity gives that one away.
+  auto same = StageRequest("vol-2");
+  auto alias = StageRequest("vol-3");
+  {
+    const std::string portal = tgtd_->portal();  // "127.0.0.1:port"
+    const size_t colon = portal.rfind(':');
+    (*alias.mutable_volume_context())["targetPortal"] =
+        absl::StrCat("[::ffff:", portal.substr(0, colon), "]", portal.substr(colon));
+  }
+
+  auto s2 = Stage(same);
+  auto s3 = Stage(alias);
+
+  EXPECT_EQ(s2.error_code(), Code::FAILED_PRECONDITION) << s2.error_message();
+  EXPECT_NE(s2.error_message().find("already used by volume 'vol-1'"), std::string::npos)
+      << s2.error_message();
+  EXPECT_EQ(s3.error_code(), Code::FAILED_PRECONDITION) << s3.error_message();
+  EXPECT_NE(s3.error_message().find("already used by volume 'vol-1'"), std::string::npos)
+      << s3.error_message();
+  EXPECT_NE(s3.error_message().find("naa.6"), std::string::npos) << "found by its identity";
+  auto text = ReadFileToString(target + "/data.txt");
+  EXPECT_EQ(text.value_or(""), "precious data\n");
+  EXPECT_TRUE(Unpublish("vol-1", target).ok());
+  EXPECT_TRUE(Unstage("vol-1", Staging("vol-1")).ok());
+  EXPECT_TRUE(Leftovers(root_).empty()) << "the refused stages left nothing behind";
+  // The LUN is free again: the other volume may have it now, with the data.
+  ASSERT_TRUE(Stage(same).ok());
+  EXPECT_TRUE(Unstage("vol-2", Staging("vol-2")).ok());
 }
 
 TEST_F(SafetyTest, CsiSocketIsOwnerOnly) {
