@@ -270,10 +270,33 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   attach.initiator_name = options_.initiator_name;
   attach.runtime_dir = SessionDir(req.volume_id());
   attach.volume_id = req.volume_id();
+  // The same LUN can hide behind another name or address of its portal, or another portal: the
+  // transport hands over the identity it read before it exposes the LUN, and the record claims
+  // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
+  bool other_volumes_lun = false;
+  attach.vet_identity = [&](const iscsi::LunIdentity& identity) -> absl::Status {
+    if (!previous.Empty()) {
+      // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
+      // volume another application's disk.
+      SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, identity));
+    }
+    std::lock_guard claim(claims_mu_);
+    if (auto other = OtherVolumeOnLun(record, &identity)) {
+      other_volumes_lun = true;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(identity),
+          ") is already used by volume '", other->volume_id(), "' (staged at '",
+          other->staging_path(),
+          "'); one LUN cannot back two volumes. If these are different LUNs, give them unique "
+          "identities (WWN, serial) on the target"));
+    }
+    iscsi::ToProto(identity, record.mutable_identity());
+    return WithContext(store_.Save(record), "persist volume record");
+  };
   deps_.transport.Prepare(attach, record.mutable_session());
   {
     std::lock_guard claim(claims_mu_);
-    if (auto other = OtherVolumeOnLun(record, /*by_identity=*/false)) {
+    if (auto other = OtherVolumeOnLun(record, /*identity=*/nullptr)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
           other->volume_id(), "' (staged at '", other->staging_path(),
@@ -284,7 +307,11 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
     SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   }
   absl::Cleanup undo = [&] {
-    if (auto s = TearDown(record); !s.ok()) {
+    // When the LUN turned out to be another volume's, the attach undid what it made and what is
+    // left on that LUN (the kernel's disk of a shared session) is the other volume's: detaching
+    // this record, which does not know its device yet, could take it.
+    auto s = other_volumes_lun ? store_.Remove(record.volume_id()) : TearDown(record);
+    if (!s.ok()) {
       Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
     }
   };
@@ -300,30 +327,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   *record.mutable_session() = a.session;
   iscsi::ToProto(a.identity, record.mutable_identity());
   record.set_capacity_bytes(a.capacity.Bytes());
-  {
-    // The same LUN can hide behind another name of its portal, or another portal.
-    std::lock_guard claim(claims_mu_);
-    if (auto other = OtherVolumeOnLun(record, /*by_identity=*/true)) {
-      const std::string device = iscsi::DeviceOf(record.session());
-      if (!device.empty() && device == iscsi::DeviceOf(other->session())) {
-        // The attach found the other volume's device and session: they are not ours to undo.
-        std::move(undo).Cancel();
-        SH_RETURN_IF_ERROR(WithContext(store_.Remove(record.volume_id()), "remove volume record"));
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(a.identity),
-          ") is already used by volume '", other->volume_id(), "' (staged at '",
-          other->staging_path(),
-          "'); one LUN cannot back two volumes. If these are different LUNs, give them unique "
-          "identities (WWN, serial) on the target"));
-    }
-    SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-  }
-  if (!previous.Empty()) {
-    // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
-    // volume another application's disk.
-    SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, a.identity));
-  }
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   if (!cap.block) {
     SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
     Log().debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
@@ -335,16 +339,15 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   return absl::OkStatus();
 }
 
-std::optional<VolumeRecord> NodeService::OtherVolumeOnLun(const VolumeRecord& record,
-                                                          bool by_identity) const {
-  const iscsi::LunIdentity identity = iscsi::FromProto(record.identity());
+std::optional<VolumeRecord> NodeService::OtherVolumeOnLun(
+    const VolumeRecord& record, const iscsi::LunIdentity* identity) const {
   for (VolumeRecord& other : store_.List()) {
     if (other.volume_id() == record.volume_id()) {
       continue;
     }
-    if (by_identity) {
+    if (identity != nullptr) {
       const iscsi::LunIdentity theirs = iscsi::FromProto(other.identity());
-      if (!identity.Empty() && !theirs.Empty() && iscsi::CheckSameLun(theirs, identity).ok()) {
+      if (!identity->Empty() && !theirs.Empty() && iscsi::CheckSameLun(theirs, *identity).ok()) {
         return std::move(other);
       }
       continue;
@@ -354,7 +357,7 @@ std::optional<VolumeRecord> NodeService::OtherVolumeOnLun(const VolumeRecord& re
     }
     for (const auto& mine : record.portals()) {
       for (const auto& theirs : other.portals()) {
-        if (iscsi::FromProto(mine) == iscsi::FromProto(theirs)) {
+        if (mine.port() == theirs.port() && iscsi::SameAddress(mine.host(), theirs.host())) {
           return std::move(other);
         }
       }

@@ -93,11 +93,12 @@ class NodeService final : public csi::v1::Node::Service {
   // device in place. FailedPrecondition saying what is wrong otherwise.
   absl::Status CheckStagingLive(const state::v1::VolumeRecord& record);
   bool StagingHealthy(const state::v1::VolumeRecord& record);
-  // Another volume's record that holds the LUN `record` is about to use: the same target, LUN
-  // and a common portal, or (`by_identity`, once the LUN was read) the same LUN identity. Two
-  // volumes on one LUN would mount one filesystem twice and corrupt it. Call with claims_mu_.
+  // Another volume's record that holds the LUN `record` is about to use: with `identity` null,
+  // the same target and LUN through a common portal address; else (once the LUN was read) the
+  // same LUN identity. Two volumes on one LUN would mount one filesystem twice and corrupt it.
+  // Call with claims_mu_ held.
   std::optional<state::v1::VolumeRecord> OtherVolumeOnLun(const state::v1::VolumeRecord& record,
-                                                          bool by_identity) const;
+                                                          const iscsi::LunIdentity* identity) const;
 
   NodeServiceDeps deps_;
   NodeServiceOptions options_;

@@ -1,6 +1,5 @@
 #include "iscsi/kernel_sysfs.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include <absl/strings/ascii.h>
@@ -76,24 +74,6 @@ absl::Status WriteSysfs(const std::string& path, std::string_view value) {
 }
 
 }  // namespace
-
-bool SameAddress(std::string_view a, std::string_view b) {
-  if (a == b) {
-    return true;
-  }
-  // Without an IPv6 zone ("fe80::1%eth0"): inet_pton rejects it, and sysfs may not show it.
-  const std::string sa(a.substr(0, a.find('%')));
-  const std::string sb(b.substr(0, b.find('%')));
-  in6_addr x{}, y{};
-  if (::inet_pton(AF_INET6, sa.c_str(), &x) == 1 && ::inet_pton(AF_INET6, sb.c_str(), &y) == 1) {
-    return std::memcmp(&x, &y, sizeof x) == 0;
-  }
-  in_addr p{}, q{};
-  if (::inet_pton(AF_INET, sa.c_str(), &p) == 1 && ::inet_pton(AF_INET, sb.c_str(), &q) == 1) {
-    return p.s_addr == q.s_addr;
-  }
-  return false;
-}
 
 std::vector<KernelSession> KernelSysfs::Sessions() const {
   std::vector<KernelSession> out;

@@ -31,9 +31,6 @@ struct ScsiDisk {
   std::string disk;  // "sdb"; empty while the block device is not there (yet)
 };
 
-// True when both name the same IP address (textual forms may differ for IPv6).
-bool SameAddress(std::string_view a, std::string_view b);
-
 class KernelSysfs {
  public:
   explicit KernelSysfs(std::string root = "/sys") : root_(std::move(root)) {}

@@ -321,6 +321,9 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
     if (disks.empty()) {
       a.identity = id;
       ToProto(id, rec.mutable_identity());  // Before any check: cleanup deletes only this LUN.
+      if (request.vet_identity) {
+        SH_RETURN_IF_ERROR(request.vet_identity(id));  // First: it may be another volume's LUN.
+      }
       SH_RETURN_IF_ERROR(CheckExpectedIdentity(id, target.expected_wwn, target.expected_serial));
     } else if (auto same = CheckSameLun(a.identity, id); !same.ok()) {
       return absl::FailedPreconditionError(

@@ -1,8 +1,11 @@
 #include "iscsi/target_spec.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 
 #include <absl/strings/ascii.h>
 #include <absl/strings/str_cat.h>
@@ -245,6 +248,24 @@ absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::stri
   SH_ASSIGN_OR_RETURN(spec.session_chap, ParseChap(secrets, "node.session.auth"));
   SH_ASSIGN_OR_RETURN(spec.discovery_chap, ParseChap(secrets, "node.sendtargets.auth"));
   return spec;
+}
+
+bool SameAddress(std::string_view a, std::string_view b) {
+  if (a == b) {
+    return true;
+  }
+  // Without an IPv6 zone ("fe80::1%eth0"): inet_pton rejects it, and sysfs may not show it.
+  const std::string sa(a.substr(0, a.find('%')));
+  const std::string sb(b.substr(0, b.find('%')));
+  in6_addr x{}, y{};
+  if (::inet_pton(AF_INET6, sa.c_str(), &x) == 1 && ::inet_pton(AF_INET6, sb.c_str(), &y) == 1) {
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  in_addr p{}, q{};
+  if (::inet_pton(AF_INET, sa.c_str(), &p) == 1 && ::inet_pton(AF_INET, sb.c_str(), &q) == 1) {
+    return p.s_addr == q.s_addr;
+  }
+  return false;
 }
 
 }  // namespace stagehand::iscsi

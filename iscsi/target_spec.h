@@ -59,6 +59,10 @@ inline constexpr char kTransportUserspace[] = "userspace";
 // the bad value otherwise.
 absl::StatusOr<Portal> ParsePortal(std::string_view text);
 
+// True when both name the same IP address (textual forms may differ for IPv6). Host names are
+// compared as text.
+bool SameAddress(std::string_view a, std::string_view b);
+
 // True for "iqn.YYYY-MM.reversed.domain[:anything]", "eui.<16 hex>" and "naa.<16 or 32 hex>".
 bool IsValidTargetName(std::string_view name);
 

@@ -2,6 +2,7 @@
 
 // The seam between the node service and whatever turns an iSCSI LUN into a local block device.
 
+#include <functional>
 #include <string>
 
 #include "base/status.h"
@@ -17,6 +18,10 @@ struct AttachRequest {
   std::string initiator_name;
   std::string runtime_dir;  // Private to this volume; created by the transport.
   std::string volume_id;    // For the session's status and metrics (not a secret).
+  // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
+  // block device. An error fails the attach with that status, and the transport undoes only
+  // what this attach made (never a session or device that was there before).
+  std::function<absl::Status(const LunIdentity&)> vet_identity;
 };
 
 // The block device of a session record ("/dev/loop3", "/dev/sdb", "/dev/mapper/3600…").

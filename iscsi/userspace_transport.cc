@@ -240,6 +240,9 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
     return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
                         status.message());
   }
+  if (request.vet_identity) {
+    SH_RETURN_IF_ERROR(request.vet_identity(FromProto(status.identity())));
+  }
   record.set_lun_file(status.lun_file());
   SH_ASSIGN_OR_RETURN(std::string device, AttachLoopDevice(status.lun_file(), status.block_size()));
   record.set_loop_device(device);

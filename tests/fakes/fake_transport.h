@@ -25,8 +25,7 @@ class FakeTransport : public iscsi::Transport {
       return std::exchange(next_error_, absl::OkStatus());
     }
     iscsi::Attachment a;
-    a.device = next_device_.empty() ? absl::StrCat("/dev/fake", attaches_)
-                                    : std::exchange(next_device_, std::string());
+    a.device = absl::StrCat("/dev/fake", attaches_);
     if (identity_set_) {
       a.identity = identity_;
     } else {
@@ -36,6 +35,9 @@ class FakeTransport : public iscsi::Transport {
                     absl::StrCat("beaf1", request.target.lun),
                     "IET",
                     "X"};
+    }
+    if (request.vet_identity) {
+      SH_RETURN_IF_ERROR(request.vet_identity(a.identity));  // Nothing made yet: nothing to undo.
     }
     a.capacity = {2048, 512};
     a.session.set_pid(1000 + attaches_);
@@ -72,10 +74,6 @@ class FakeTransport : public iscsi::Transport {
     identity_set_ = true;
   }
 
-  // The next attach finds this device (as the kernel transport does when another volume's
-  // session already holds the LUN).
-  void SetNextDevice(std::string device) { next_device_ = std::move(device); }
-
   void SetHealthy(bool healthy) { healthy_ = healthy; }
 
   void SetCapacity(uint64_t bytes) { capacity_bytes_ = bytes; }
@@ -90,7 +88,6 @@ class FakeTransport : public iscsi::Transport {
   absl::Status next_error_;
   iscsi::LunIdentity identity_;
   bool identity_set_ = false;
-  std::string next_device_;
   bool healthy_ = true;
   uint64_t capacity_bytes_ = 2048 * 512;
   int attaches_ = 0;

@@ -539,6 +539,26 @@ TEST(KernelTransportTest, AFailedAttachLeavesADiskThatWasAlreadyThere) {
   EXPECT_TRUE(t.Health(a->session).healthy);
 }
 
+TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatHasIt) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));  // Another volume's, on the same LUN.
+  ASSERT_THAT(a, IsOk());
+  AttachRequest second = Request(1);
+  LunIdentity vetted;
+  second.vet_identity = [&](const LunIdentity& id) {
+    vetted = id;
+    return absl::FailedPreconditionError("the LUN is another volume's");
+  };
+
+  EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_EQ(vetted, a->identity);
+  EXPECT_TRUE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+}
+
 TEST(SameAddressTest, ComparesAddressesNotTheirSpelling) {
   EXPECT_TRUE(SameAddress("10.0.2.2", "10.0.2.2"));
   EXPECT_FALSE(SameAddress("10.0.2.2", "10.0.2.3"));
