@@ -291,6 +291,9 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
           "identities (WWN, serial) on the target"));
     }
     iscsi::ToProto(identity, record.mutable_identity());
+    // A crash before the attach returns leaves this prepared session record: its teardown then
+    // deletes only disks that still report this identity (kernel transport).
+    iscsi::ToProto(identity, record.mutable_session()->mutable_identity());
     return WithContext(store_.Save(record), "persist volume record");
   };
   deps_.transport.Prepare(attach, record.mutable_session());

@@ -307,6 +307,23 @@ TEST_F(NodeServiceTest, SecondVolumeOnTheSameLunIsRefusedBeforeAnyAttach) {
   EXPECT_TRUE(Stage(StageReq("v2")).ok());
 }
 
+TEST_F(NodeServiceTest, TheIdentityIsPersistedBeforeTheLunIsExposed) {
+  std::optional<state::v1::VolumeRecord> mid_attach;
+  transport_.SetAfterVet([&] {
+    auto r = VolumeStore(root_ + "/state/volumes").Load("v1");
+    ASSERT_TRUE(r.ok());
+    mid_attach = *r;
+  });
+
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+
+  ASSERT_TRUE(mid_attach.has_value());
+  EXPECT_EQ(mid_attach->phase(), state::v1::VolumeRecord::STAGING);
+  EXPECT_EQ(mid_attach->identity().designators(0), "naa.60000000000000000e00000000010001");
+  EXPECT_EQ(mid_attach->session().identity().designators(0), "naa.60000000000000000e00000000010001")
+      << "a teardown after a crash here checks the disk against it";
+}
+
 TEST_F(NodeServiceTest, SameLunBehindAnotherPortalNameIsRefusedAfterReadingItsIdentity) {
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
   const auto alias = OtherPortalName(StageReq("v2"));

@@ -3,6 +3,7 @@
 // A scripted iSCSI transport: "attaches" LUNs as /dev/fakeN with a configurable identity, tracks
 // what is attached, and can fail the next attach or report a session unhealthy.
 
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -38,6 +39,9 @@ class FakeTransport : public iscsi::Transport {
     }
     if (request.vet_identity) {
       SH_RETURN_IF_ERROR(request.vet_identity(a.identity));  // Nothing made yet: nothing to undo.
+    }
+    if (after_vet_) {
+      after_vet_();  // E.g. what a crash here would leave on disk.
     }
     a.capacity = {2048, 512};
     a.session.set_pid(1000 + attaches_);
@@ -76,6 +80,8 @@ class FakeTransport : public iscsi::Transport {
 
   void SetHealthy(bool healthy) { healthy_ = healthy; }
 
+  void SetAfterVet(std::function<void()> f) { after_vet_ = std::move(f); }
+
   void SetCapacity(uint64_t bytes) { capacity_bytes_ = bytes; }
 
   int attaches() const { return attaches_; }
@@ -88,6 +94,7 @@ class FakeTransport : public iscsi::Transport {
   absl::Status next_error_;
   iscsi::LunIdentity identity_;
   bool identity_set_ = false;
+  std::function<void()> after_vet_;
   bool healthy_ = true;
   uint64_t capacity_bytes_ = 2048 * 512;
   int attaches_ = 0;

@@ -563,6 +563,31 @@ dd if=/dev/urandom of="$pub_dir/v3/before" bs=64k count=16 conv=fsync status=non
 sum_before=$(sha256sum <"$pub_dir/v3/before")
 ok "publish v3, 1 MiB written through the map"
 
+# --- one LUN never backs two volumes -----------------------------------------------------------
+# Named as v3 names it (refused before any login), and through a host name of the portal
+# address: that attach finds v3's session and disk, and is refused once the disk's identity is
+# read; the session and the disk stay v3's.
+grep -q " sh-tgt-alias$" /etc/hosts 2>/dev/null || echo "$host sh-tgt-alias" >>/etc/hosts
+for portal in "$host:$port" "sh-tgt-alias:$port"; do
+  rc=0
+  err=$(ctl node stage --volume-id v4 --staging-path "$stage_dir/v4" -c "targetPortal=$portal" \
+    -c "iqn=$iqn" -c "lun=$lun" -c transport=kernel --secrets-file /root/secrets/mutual.yaml \
+    2>&1) || rc=$?
+  [[ $rc != 0 ]] || fail "a second volume on v3's LUN (portal $portal) was staged"
+  grep -q "already used by volume 'v3'" <<<"$err" ||
+    fail "a second volume on v3's LUN (portal $portal): not refused as v3's: $err"
+  [[ $portal == "$host:$port" ]] || grep -q "unique identities (WWN, serial)" <<<"$err" ||
+    fail "a second volume on v3's LUN (portal $portal): not refused by its identity: $err"
+  ! mountpoint -q "$stage_dir/v4" 2>/dev/null || fail "v4 is mounted (portal $portal)"
+  [[ $(slaves) == "$(printf '%s\n' "$sd1" "$sd2" | sort | tr '\n' ' ')" ]] ||
+    fail "after v4 (portal $portal), map $map has slaves $(slaves), not $sd1 $sd2"
+  [[ $(count_sessions) == 2 ]] || fail "after v4 (portal $portal): $(sessions | tr '\n' ' ')"
+done
+[[ $(sha256sum <"$pub_dir/v3/before") == "$sum_before" ]] ||
+  fail "v3's data reads back differently after the refused stages"
+ok "a second volume on v3's LUN, by the portal's address and by a name of it: refused, v3's" \
+  "map, sessions and data untouched"
+
 # --- expansion, two paths ----------------------------------------------------------------------
 # (volume_path: the publish path, with the staging path, as the kubelet sends them)
 old_bytes=$(disk_bytes "$dm")
