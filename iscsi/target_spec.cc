@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstring>
@@ -141,6 +142,15 @@ absl::StatusOr<Portal> ParsePortal(std::string_view text) {
       return bad("has a port that is not a number from 1 to 65535");
     }
     p.port = static_cast<uint16_t>(*port);
+  }
+  // "[::ffff:10.0.0.5]" is the IPv4 address 10.0.0.5: name it so, for open-iscsi (whose node
+  // records would not be found under the mapped form) and for comparing portals.
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, p.host.c_str(), &v6) == 1 && IN6_IS_ADDR_V4MAPPED(&v6)) {
+    std::array<char, INET_ADDRSTRLEN> v4{};
+    if (::inet_ntop(AF_INET, &v6.s6_addr[12], v4.data(), v4.size()) != nullptr) {
+      p.host = v4.data();
+    }
   }
   return p;
 }

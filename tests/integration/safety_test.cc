@@ -168,15 +168,16 @@ TEST_F(SafetyTest, OneLunNeverBacksTwoVolumes) {
   const std::string target = root_ + "/pod-1";
   ASSERT_TRUE(Publish(PublishRequest("vol-1", target)).ok());
   ASSERT_TRUE(WriteFileAtomically(target + "/data.txt", "precious data\n", 0644).ok());
-  // The same LUN named the same way, and behind another name of the same portal (an
-  // IPv4-mapped IPv6 address): only the LUN's identity gives that one away.
+  // The same LUN named the same way, and behind another spelling of the portal address ("127.1",
+  // the short form of 127.0.0.1 that name resolution accepts): only the LUN's identity gives
+  // that one away.
   auto same = StageRequest("vol-2");
   auto alias = StageRequest("vol-3");
   {
     const std::string portal = tgtd_->portal();  // "127.0.0.1:port"
-    const size_t colon = portal.rfind(':');
+    ASSERT_EQ(portal.rfind("127.0.0.1:", 0), 0u) << portal;
     (*alias.mutable_volume_context())["targetPortal"] =
-        absl::StrCat("[::ffff:", portal.substr(0, colon), "]", portal.substr(colon));
+        absl::StrCat("127.1", portal.substr(portal.rfind(':')));
   }
 
   auto s2 = Stage(same);

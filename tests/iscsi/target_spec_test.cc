@@ -29,6 +29,7 @@ TEST(ParsePortalTest, AcceptsHostPortAndIpv6) {
       {"san.example.com", "san.example.com", 3260},
       {"[::1]", "::1", 3260},
       {"[fd00::5]:3270", "fd00::5", 3270},
+      {"[::ffff:10.0.0.5]:3262", "10.0.0.5", 3262},  // IPv4-mapped: the IPv4 address.
   };
   for (const auto& c : cases) {
     auto p = ParsePortal(c.text);
