@@ -97,6 +97,22 @@ NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
   }
 }
 
+namespace {
+
+// "staged at '/p'", "half staged at '/p'" (a stage cut short), "being unstaged from '/p'".
+std::string DescribeRecord(const VolumeRecord& r) {
+  switch (r.phase()) {
+    case VolumeRecord::STAGED:
+      return absl::StrCat("staged at '", r.staging_path(), "'");
+    case VolumeRecord::UNSTAGING:
+      return absl::StrCat("being unstaged from '", r.staging_path(), "'");
+    default:
+      return absl::StrCat("half staged at '", r.staging_path(), "'");
+  }
+}
+
+}  // namespace
+
 std::string NodeService::RecordsDir() const {
   return JoinPath(options_.state_dir, "volumes");
 }
@@ -273,47 +289,41 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   // The same LUN can hide behind another name or address of its portal, or another portal: the
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
-  bool other_volumes_lun = false;
+  bool vetoed = false;  // The attach refused the LUN and undid what it made.
   attach.vet_identity = [&](const iscsi::LunIdentity& identity) -> absl::Status {
-    if (!previous.Empty()) {
-      // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
-      // volume another application's disk.
-      SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, identity));
-    }
-    std::lock_guard claim(claims_mu_);
-    if (auto other = OtherVolumeOnLun(record, &identity)) {
-      other_volumes_lun = true;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(identity),
-          ") is already used by volume '", other->volume_id(), "' (staged at '",
-          other->staging_path(),
-          "'); one LUN cannot back two volumes. If these are different LUNs, give them unique "
-          "identities (WWN, serial) on the target"));
-    }
-    iscsi::ToProto(identity, record.mutable_identity());
-    // A crash before the attach returns leaves this prepared session record: its teardown then
-    // deletes only disks that still report this identity (kernel transport).
-    iscsi::ToProto(identity, record.mutable_session()->mutable_identity());
-    return WithContext(store_.Save(record), "persist volume record");
+    absl::Status s = VetIdentity(record, identity, previous, target);
+    vetoed = !s.ok();
+    return s;
   };
   deps_.transport.Prepare(attach, record.mutable_session());
   {
     std::lock_guard claim(claims_mu_);
-    if (auto other = OtherVolumeOnLun(record, /*identity=*/nullptr)) {
+    SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
+    if (other) {
       return absl::FailedPreconditionError(absl::StrCat(
           "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
-          other->volume_id(), "' (staged at '", other->staging_path(),
-          "'); one LUN cannot back two volumes: unstage the other volume first, or fix the "
+          other->volume_id(), "' (", DescribeRecord(*other),
+          "); one LUN cannot back two volumes: unstage the other volume first, or fix the "
           "volume_context of this one"));
     }
     // Persist before any side effect (safety rule 3).
     SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   }
   absl::Cleanup undo = [&] {
-    // When the LUN turned out to be another volume's, the attach undid what it made and what is
-    // left on that LUN (the kernel's disk of a shared session) is the other volume's: detaching
-    // this record, which does not know its device yet, could take it.
-    auto s = other_volumes_lun ? store_.Remove(record.volume_id()) : TearDown(record);
+    // A refused LUN: the attach undid what it made, and what is left on that LUN (a kernel
+    // session's disk) is not this volume's; a detach of this record, which does not know its
+    // device, could take it. A re-stage keeps its record with the identity it had, its session
+    // cleared, so that a retry fails closed again instead of staging the LUN now there.
+    absl::Status s;
+    if (!vetoed) {
+      s = TearDown(record);
+    } else if (previous.Empty()) {
+      s = store_.Remove(record.volume_id());
+    } else {
+      iscsi::ToProto(previous, record.mutable_identity());
+      record.clear_session();
+      s = store_.Save(record);
+    }
     if (!s.ok()) {
       Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
     }
@@ -342,16 +352,48 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   return absl::OkStatus();
 }
 
-std::optional<VolumeRecord> NodeService::OtherVolumeOnLun(
+absl::Status NodeService::VetIdentity(VolumeRecord& record, const iscsi::LunIdentity& identity,
+                                      const iscsi::LunIdentity& previous,
+                                      const iscsi::TargetSpec& target) {
+  std::lock_guard claim(claims_mu_);
+  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, &identity));
+  if (other) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(identity),
+        ") is already used by volume '", other->volume_id(), "' (", DescribeRecord(*other),
+        "); one LUN cannot back two volumes. If these are different LUNs, give them unique "
+        "identities (WWN, serial) on the target"));
+  }
+  if (!previous.Empty()) {
+    // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
+    // volume another application's disk.
+    SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, identity));
+  }
+  iscsi::ToProto(identity, record.mutable_identity());
+  // A crash before the attach returns leaves this prepared session record: its teardown then
+  // deletes only disks that still report this identity (kernel transport).
+  iscsi::ToProto(identity, record.mutable_session()->mutable_identity());
+  return WithContext(store_.Save(record), "persist volume record");
+}
+
+absl::StatusOr<std::optional<VolumeRecord>> NodeService::OtherVolumeOnLun(
     const VolumeRecord& record, const iscsi::LunIdentity* identity) const {
-  for (VolumeRecord& other : store_.List()) {
+  std::vector<std::string> errors;
+  std::vector<VolumeRecord> records = store_.List(&errors);
+  if (!errors.empty()) {
+    // A record that cannot be read may be the one holding this LUN: fail closed.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot tell whether another volume uses this LUN: ", absl::StrJoin(errors, "; "),
+        "; repair or remove the record"));
+  }
+  for (VolumeRecord& other : records) {
     if (other.volume_id() == record.volume_id()) {
       continue;
     }
     if (identity != nullptr) {
       const iscsi::LunIdentity theirs = iscsi::FromProto(other.identity());
       if (!identity->Empty() && !theirs.Empty() && iscsi::CheckSameLun(theirs, *identity).ok()) {
-        return std::move(other);
+        return std::optional<VolumeRecord>(std::move(other));
       }
       continue;
     }
@@ -361,12 +403,12 @@ std::optional<VolumeRecord> NodeService::OtherVolumeOnLun(
     for (const auto& mine : record.portals()) {
       for (const auto& theirs : other.portals()) {
         if (mine.port() == theirs.port() && iscsi::SameAddress(mine.host(), theirs.host())) {
-          return std::move(other);
+          return std::optional<VolumeRecord>(std::move(other));
         }
       }
     }
   }
-  return std::nullopt;
+  return std::optional<VolumeRecord>();
 }
 
 absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& device,

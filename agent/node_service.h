@@ -97,8 +97,14 @@ class NodeService final : public csi::v1::Node::Service {
   // the same target and LUN through a common portal address; else (once the LUN was read) the
   // same LUN identity. Two volumes on one LUN would mount one filesystem twice and corrupt it.
   // Call with claims_mu_ held.
-  std::optional<state::v1::VolumeRecord> OtherVolumeOnLun(const state::v1::VolumeRecord& record,
-                                                          const iscsi::LunIdentity* identity) const;
+  // FailedPrecondition when a record cannot be read (it might be the one).
+  absl::StatusOr<std::optional<state::v1::VolumeRecord>> OtherVolumeOnLun(
+      const state::v1::VolumeRecord& record, const iscsi::LunIdentity* identity) const;
+  // What the transport calls with the identity of the LUN it reached, before exposing it:
+  // refuses another volume's LUN and, on a re-stage, a LUN other than the one staged before;
+  // else claims the LUN by saving its identity in `record`.
+  absl::Status VetIdentity(state::v1::VolumeRecord& record, const iscsi::LunIdentity& identity,
+                           const iscsi::LunIdentity& previous, const iscsi::TargetSpec& target);
 
   NodeServiceDeps deps_;
   NodeServiceOptions options_;

@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <absl/strings/str_cat.h>
 #include <google/protobuf/util/json_util.h>
 
@@ -49,6 +52,9 @@ std::vector<state::v1::VolumeRecord> VolumeStore::List(std::vector<std::string>*
   std::vector<state::v1::VolumeRecord> out;
   DIR* d = opendir(dir_.c_str());
   if (d == nullptr) {
+    if (errno != ENOENT && errors != nullptr) {
+      errors->push_back(absl::StrCat(dir_, " (", std::strerror(errno), ")"));
+    }
     return out;
   }
   while (dirent* e = readdir(d)) {

@@ -26,7 +26,8 @@ class VolumeStore {
   // OK when there is no record.
   absl::Status Remove(const std::string& volume_id) const;
 
-  // Every record; unreadable ones are skipped and reported in `errors`.
+  // Every record; unreadable ones (and an unreadable directory) are skipped and reported in
+  // `errors`.
   std::vector<state::v1::VolumeRecord> List(std::vector<std::string>* errors = nullptr) const;
 
   std::string PathFor(const std::string& volume_id) const;

@@ -356,6 +356,48 @@ absl::Status KernelTransport::Detach(const state::v1::SessionRecord& session) {
   return DetachLocked(session, *watch);
 }
 
+bool KernelTransport::MapIsOurs(const KernelSysfs::DmMap& map,
+                                const state::v1::SessionRecord& session) {
+  std::vector<std::string> ours;
+  for (const state::v1::KernelPath& path : session.paths()) {
+    Portal portal = FromProto(path.portal());
+    if (auto resolved = ResolvePortal(portal); resolved.ok()) {
+      portal = *resolved;
+    }
+    if (auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port)) {
+      if (auto d = sysfs_.SessionDisk(*s, path.lun()); d && !d->disk.empty()) {
+        ours.push_back(d->disk);
+      }
+    }
+  }
+  return std::all_of(map.slaves.begin(), map.slaves.end(), [&](const std::string& slave) {
+    return std::find(ours.begin(), ours.end(), slave) != ours.end();
+  });
+}
+
+absl::Status KernelTransport::RemovePathFromMap(const KernelSysfs::DmMap& map,
+                                                const std::string& disk, DeviceWatch& watch) {
+  std::string last;
+  auto gone = watch.WaitFor(
+      [&]() -> std::optional<std::string> {
+        auto holder = sysfs_.MapHolding(disk);
+        if (!holder) {
+          return disk;
+        }
+        auto r = Run({"multipathd", "del", "path", disk}, kToolTimeout);
+        last = r.ok() ? r->output : std::string(r.status().message());
+        return sysfs_.MapHolding(disk) ? std::nullopt : std::optional<std::string>(disk);
+      },
+      options_.map_timeout, absl::StrCat(disk, " to leave dm-multipath map ", map.name));
+  if (!gone.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot take ", disk, " out of dm-multipath map ", map.name,
+                     " (another volume's: it has other paths): ", last));
+  }
+  Log().info("took {} out of dm-multipath map {} (another volume's)", disk, map.name);
+  return absl::OkStatus();
+}
+
 absl::Status KernelTransport::RemoveMap(const std::string& name, DeviceWatch& watch) {
   auto map = sysfs_.FindMapNamed(name);
   if (!map) {
@@ -422,9 +464,15 @@ absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session
         }
       }
       // A multipath map over this LUN that the record does not name (an attach cut short
-      // between map and record) would hold the disk for good.
+      // between map and record) would hold the disk for good. A map with paths that are not
+      // this record's is another volume's, which multipathd gave this disk as a new path of a
+      // known WWID: only the path leaves it.
       if (auto holder = sysfs_.MapHolding(d->disk)) {
-        SH_RETURN_IF_ERROR(RemoveMap(holder->name, watch));
+        if (holder->name == session.multipath_map() || MapIsOurs(*holder, session)) {
+          SH_RETURN_IF_ERROR(RemoveMap(holder->name, watch));
+        } else {
+          SH_RETURN_IF_ERROR(RemovePathFromMap(*holder, d->disk, watch));
+        }
       }
       if (!session.multipath_map().empty()) {
         // Undo `multipath -a`, so that a later single-path stage of this LUN is not claimed.

@@ -56,6 +56,12 @@ class KernelTransport : public Transport {
                                                  const std::vector<std::string>& disks);
   absl::Status DetachLocked(const state::v1::SessionRecord& session, DeviceWatch& watch);
   absl::Status RemoveMap(const std::string& name, DeviceWatch& watch);
+  // True when every path of `map` is a disk of `session`'s paths (a map an attach of this
+  // record made), false when it also has others (another volume's).
+  bool MapIsOurs(const KernelSysfs::DmMap& map, const state::v1::SessionRecord& session);
+  // Takes `disk` out of another volume's map, leaving the map and its other paths.
+  absl::Status RemovePathFromMap(const KernelSysfs::DmMap& map, const std::string& disk,
+                                 DeviceWatch& watch);
   absl::Status RemovePath(const state::v1::SessionRecord& session,
                           const state::v1::KernelPath& path, DeviceWatch& watch);
   std::string DevNode(std::string_view block) const;

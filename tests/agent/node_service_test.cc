@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/volume_store.h"
+#include "base/file_io.h"
 #include "base/subprocess.h"
 #include "tests/fakes/fake_block_probe.h"
 #include "tests/fakes/fake_mounter.h"
@@ -221,10 +222,30 @@ TEST_F(NodeServiceTest, RestageOfADifferentLunFailsClosed) {
   transport_.SetIdentity({{"naa.60000000000000000e00000000099999"}, "other", "IET", "X"});
 
   auto s = Stage(StageReq("v1"));
+  auto again = Stage(StageReq("v1"));  // As the kubelet retries.
 
   EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("identity"));
+  EXPECT_EQ(again.error_code(), Code::FAILED_PRECONDITION) << "a retry must fail closed too";
   EXPECT_TRUE(formatted_.size() == 1u) << "must not format the other LUN";
+  EXPECT_TRUE(checked_.empty()) << "nor check it";
+  EXPECT_EQ(transport_.attached(), 0u);
+  // Unstage lets go of the volume (nothing of it is left to undo).
+  EXPECT_TRUE(Unstage("v1").ok());
+  EXPECT_FALSE(HasRecord("v1"));
+}
+
+TEST_F(NodeServiceTest, AnUnreadableRecordMakesTheLunCheckFailClosed) {
+  ASSERT_TRUE(MakeDirs(root_ + "/state/volumes", 0700).ok());
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/state/volumes/" + std::string(64, 'a') + ".json",
+                                  "{not json", 0600)
+                  .ok());
+
+  auto s = Stage(StageReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("cannot tell whether another volume uses this LUN"));
+  EXPECT_EQ(transport_.attaches(), 0);
 }
 
 TEST_F(NodeServiceTest, HalfDoneStageFromACrashIsCleanedUpAndRedone) {

@@ -69,6 +69,8 @@ class FakeHost {
   // The target's LUNs: number -> serial (its NAA designator ends in the LUN number).
   std::map<uint32_t, std::string> luns = {{1, "SER1"}, {2, "SER2"}};
   std::string chap_password;  // Non-empty: a login must have it in its record.
+  // As multipathd does with a new path of a WWID it has a map for: a new disk joins dm-0.
+  bool new_disks_join_the_map = false;
   std::vector<std::vector<std::string>> commands;
   int logouts = 0;
 
@@ -105,6 +107,17 @@ class FakeHost {
                      std::distance(fs::directory_iterator(sys_ / "class/iscsi_session"),
                                    fs::directory_iterator()))
                : 0;
+  }
+
+  std::vector<std::string> MapSlaves() const {
+    std::vector<std::string> out;
+    if (fs::exists(sys_ / "class/block/dm-0/slaves")) {
+      for (const auto& e : fs::directory_iterator(sys_ / "class/block/dm-0/slaves")) {
+        out.push_back(e.path().filename());
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
   }
 
   bool DiskExists(const std::string& disk) const { return fs::exists(sys_ / "class/block" / disk); }
@@ -217,6 +230,10 @@ class FakeHost {
     Write(b / "size", "2097152\n");
     Write(b / "queue/logical_block_size", "512\n");
     s.disks[lun] = disk;
+    if (new_disks_join_the_map && fs::exists(sys_ / "class/block/dm-0")) {
+      fs::create_directories(sys_ / "class/block/dm-0/slaves" / disk);
+      fs::create_directories(b / "holders/dm-0");
+    }
   }
 
   void RemoveDisk(const std::string& disk) {
@@ -329,6 +346,11 @@ class FakeHost {
       if (mp_paths_.size() == 2) {  // udev's link once the table holds both paths.
         Write(root_ / "dev/mapper/36000", "");
       }
+      return ProcessResult{0, "ok"};
+    }
+    if (argv[0] == "multipathd" && argv[1] == "del" && argv[2] == "path") {
+      fs::remove_all(sys_ / "class/block/dm-0/slaves" / argv[3]);
+      fs::remove_all(sys_ / "class/block" / argv[3] / "holders/dm-0");
       return ProcessResult{0, "ok"};
     }
     if (argv[0] == "multipath" && argv[1] == "-f") {
@@ -556,6 +578,30 @@ TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatH
   EXPECT_EQ(vetted, a->identity);
   EXPECT_TRUE(host.DiskExists("sda"));
   EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+}
+
+TEST(KernelTransportTest, AVetoedNewPathLeavesTheMapOfTheVolumeThatHasTheLun) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1, {3260, 3261}));  // Another volume's: a map over sda and sdb.
+  ASSERT_THAT(a, IsOk());
+  ASSERT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
+  host.new_disks_join_the_map = true;
+  AttachRequest second = Request(1, {3262});  // The same LUN through a portal `a` does not use.
+  second.vet_identity = [](const LunIdentity&) {
+    return absl::FailedPreconditionError("the LUN is another volume's");
+  };
+
+  EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_THAT(host.commands, Contains(std::vector<std::string>{"multipathd", "del", "path", "sdc"}))
+      << "the new path leaves the map";
+  EXPECT_THAT(host.commands, Not(Contains(std::vector<std::string>{"multipath", "-f", "36000"})));
+  EXPECT_FALSE(host.DiskExists("sdc"));
+  EXPECT_TRUE(host.DiskExists("dm-0")) << "the other volume's map stays";
+  EXPECT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
+  EXPECT_EQ(host.Sessions(), 2);
   EXPECT_TRUE(t.Health(a->session).healthy);
 }
 

@@ -118,10 +118,12 @@ tgt_adm --op bind --mode account --tid 1 --user "$chap_user"
 tgt_adm --op new --mode account --user "$chap_user_in" --password "$chap_password_in"
 tgt_adm --op bind --mode account --tid 1 --user "$chap_user_in" --outgoing
 port2=$(tgt_add_portal)
-log "tgtd pid $TGT_PID, control port $TGT_CTL, target $iqn at 127.0.0.1:$TGT_PORT and :$port2," \
+port3=$(tgt_add_portal) # Only for a second volume that must be refused.
+log "tgtd pid $TGT_PID, control port $TGT_CTL, target $iqn at 127.0.0.1:$TGT_PORT, :$port2, :$port3," \
   "LUN 1 serial $serial, LUN 2 unscanned canary, CHAP user $chap_user"
 
-append="sh.tgt_iqn=$iqn sh.tgt_port=$TGT_PORT sh.tgt_port2=$port2 sh.tgt_serial=$serial"
+append="sh.tgt_iqn=$iqn sh.tgt_port=$TGT_PORT sh.tgt_port2=$port2 sh.tgt_port3=$port3"
+append+=" sh.tgt_serial=$serial"
 append+=" sh.tgt_canary_lun=2 sh.chap_user=$chap_user sh.chap_password=$chap_password"
 append+=" sh.chap_user_in=$chap_user_in sh.chap_password_in=$chap_password_in"
 append+=" sh.stagehand=$stagehand sh.stagehandctl=$stagehandctl"

@@ -39,6 +39,7 @@ fi
 iqn=${SH_TGT_IQN:?}
 port=${SH_TGT_PORT:?}
 port2=${SH_TGT_PORT2:?}
+port3=${SH_TGT_PORT3:?}
 serial=${SH_TGT_SERIAL:?}
 canary_lun=${SH_TGT_CANARY_LUN:-}
 chap_user=${SH_CHAP_USER:?}
@@ -564,11 +565,13 @@ sum_before=$(sha256sum <"$pub_dir/v3/before")
 ok "publish v3, 1 MiB written through the map"
 
 # --- one LUN never backs two volumes -----------------------------------------------------------
-# Named as v3 names it (refused before any login), and through a host name of the portal
-# address: that attach finds v3's session and disk, and is refused once the disk's identity is
-# read; the session and the disk stay v3's.
+# Named as v3 names it (refused before any login); through a host name of the portal address:
+# that attach finds v3's session and disk, and is refused once the disk's identity is read (the
+# session and the disk stay v3's); through a third portal of the target: a session and disk of
+# its own, which multipathd may add to v3's map as a new path, refused by the identity too (the
+# disk leaves the map, which keeps v3's two paths).
 grep -q " sh-tgt-alias$" /etc/hosts 2>/dev/null || echo "$host sh-tgt-alias" >>/etc/hosts
-for portal in "$host:$port" "sh-tgt-alias:$port"; do
+for portal in "$host:$port" "sh-tgt-alias:$port" "$host:$port3"; do
   rc=0
   err=$(ctl node stage --volume-id v4 --staging-path "$stage_dir/v4" -c "targetPortal=$portal" \
     -c "iqn=$iqn" -c "lun=$lun" -c transport=kernel --secrets-file /root/secrets/mutual.yaml \
@@ -582,11 +585,16 @@ for portal in "$host:$port" "sh-tgt-alias:$port"; do
   [[ $(slaves) == "$(printf '%s\n' "$sd1" "$sd2" | sort | tr '\n' ' ')" ]] ||
     fail "after v4 (portal $portal), map $map has slaves $(slaves), not $sd1 $sd2"
   [[ $(count_sessions) == 2 ]] || fail "after v4 (portal $portal): $(sessions | tr '\n' ' ')"
+  [[ $(sd_disks | sort | tr '\n' ' ') == "$(printf '%s\n' "$sd1" "$sd2" | sort | tr '\n' ' ')" ]] ||
+    fail "after v4 (portal $portal), disks $(sd_disks | tr '\n' ' '), not $sd1 $sd2"
 done
 [[ $(sha256sum <"$pub_dir/v3/before") == "$sum_before" ]] ||
   fail "v3's data reads back differently after the refused stages"
-ok "a second volume on v3's LUN, by the portal's address and by a name of it: refused, v3's" \
-  "map, sessions and data untouched"
+joined=no
+! grep -q "out of dm-multipath map $map" "$shlog" || joined=yes
+ok "a second volume on v3's LUN, by the portal's address, a name of it and a third portal:" \
+  "refused, v3's map, sessions and data untouched, no other disk left (the third portal's disk" \
+  "had joined the map and was taken out of it: $joined)"
 
 # --- expansion, two paths ----------------------------------------------------------------------
 # (volume_path: the publish path, with the staging path, as the kubelet sends them)
