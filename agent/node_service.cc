@@ -300,6 +300,12 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
     std::lock_guard claim(claims_mu_);
     SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
     if (other) {
+      if (!previous.Empty()) {
+        // A re-stage (its old attempt is torn down already) keeps the identity it staged, so
+        // that a later retry still checks the LUN against it.
+        record.clear_session();
+        SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
           other->volume_id(), "' (", DescribeRecord(*other),

@@ -235,6 +235,30 @@ TEST_F(NodeServiceTest, RestageOfADifferentLunFailsClosed) {
   EXPECT_FALSE(HasRecord("v1"));
 }
 
+TEST_F(NodeServiceTest, ARestageRefusedBeforeLoginKeepsTheIdentityItStaged) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  // Another volume on the same LUN, as two volumes may have been staged before the check
+  // existed (or claimed while v1's broken stage was being torn down).
+  state::v1::VolumeRecord other;
+  other.set_volume_id("v2");
+  other.set_staging_path(root_ + "/stage-v2");
+  other.set_iqn("iqn.2026-11.dev.stagehand:t1");
+  other.set_lun(1);
+  other.add_portals()->set_host("127.0.0.1");
+  other.mutable_portals(0)->set_port(3260);
+  other.set_phase(state::v1::VolumeRecord::STAGED);
+  ASSERT_TRUE(VolumeStore(root_ + "/state/volumes").Save(other).ok());
+  transport_.SetHealthy(false);
+
+  auto s = Stage(StageReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("already used by volume 'v2'"));
+  auto kept = VolumeStore(root_ + "/state/volumes").Load("v1");
+  ASSERT_TRUE(kept.ok() && kept->has_value());
+  EXPECT_EQ((*kept)->identity().designators(0), "naa.60000000000000000e00000000010001");
+}
+
 TEST_F(NodeServiceTest, AnUnreadableRecordMakesTheLunCheckFailClosed) {
   ASSERT_TRUE(MakeDirs(root_ + "/state/volumes", 0700).ok());
   ASSERT_TRUE(WriteFileAtomically(root_ + "/state/volumes/" + std::string(64, 'a') + ".json",
