@@ -300,12 +300,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
     std::lock_guard claim(claims_mu_);
     SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
     if (other) {
-      if (!previous.Empty()) {
-        // A re-stage (its old attempt is torn down already) keeps the identity it staged, so
-        // that a later retry still checks the LUN against it.
-        record.clear_session();
-        SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-      }
+      SH_RETURN_IF_ERROR(ForgetRefusedStage(record, previous));
       return absl::FailedPreconditionError(absl::StrCat(
           "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
           other->volume_id(), "' (", DescribeRecord(*other),
@@ -318,18 +313,8 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   absl::Cleanup undo = [&] {
     // A refused LUN: the attach undid what it made, and what is left on that LUN (a kernel
     // session's disk) is not this volume's; a detach of this record, which does not know its
-    // device, could take it. A re-stage keeps its record with the identity it had, its session
-    // cleared, so that a retry fails closed again instead of staging the LUN now there.
-    absl::Status s;
-    if (!vetoed) {
-      s = TearDown(record);
-    } else if (previous.Empty()) {
-      s = store_.Remove(record.volume_id());
-    } else {
-      iscsi::ToProto(previous, record.mutable_identity());
-      record.clear_session();
-      s = store_.Save(record);
-    }
+    // device, could take it.
+    const absl::Status s = vetoed ? ForgetRefusedStage(record, previous) : TearDown(record);
     if (!s.ok()) {
       Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
     }
@@ -356,6 +341,16 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   std::move(undo).Cancel();
   return absl::OkStatus();
+}
+
+absl::Status NodeService::ForgetRefusedStage(VolumeRecord& record,
+                                             const iscsi::LunIdentity& previous) {
+  if (previous.Empty()) {
+    return store_.Remove(record.volume_id());
+  }
+  iscsi::ToProto(previous, record.mutable_identity());
+  record.clear_session();
+  return WithContext(store_.Save(record), "persist volume record");
 }
 
 absl::Status NodeService::VetIdentity(VolumeRecord& record, const iscsi::LunIdentity& identity,

@@ -100,6 +100,12 @@ class NodeService final : public csi::v1::Node::Service {
   // FailedPrecondition when a record cannot be read (it might be the one).
   absl::StatusOr<std::optional<state::v1::VolumeRecord>> OtherVolumeOnLun(
       const state::v1::VolumeRecord& record, const iscsi::LunIdentity* identity) const;
+  // A stage refused its LUN with nothing of it attached: a first stage leaves no record; a
+  // re-stage (its old attempt is torn down already) keeps its record, session cleared, with the
+  // identity it staged before, so that a retry fails closed again instead of staging the LUN
+  // now there.
+  absl::Status ForgetRefusedStage(state::v1::VolumeRecord& record,
+                                  const iscsi::LunIdentity& previous);
   // What the transport calls with the identity of the LUN it reached, before exposing it:
   // refuses another volume's LUN and, on a re-stage, a LUN other than the one staged before;
   // else claims the LUN by saving its identity in `record`.

@@ -76,6 +76,20 @@ absl::StatusOr<Portal> ResolvePortal(const Portal& portal) {
   return Portal{text, portal.port};
 }
 
+namespace {
+
+// The portal of a recorded path as an address: a record written by Prepare holds the name as
+// given (kept as it is when it does not resolve now).
+Portal PathPortal(const state::v1::KernelPath& path) {
+  Portal portal = FromProto(path.portal());
+  if (auto resolved = ResolvePortal(portal); resolved.ok()) {
+    portal = *resolved;
+  }
+  return portal;
+}
+
+}  // namespace
+
 KernelTransport::KernelTransport(KernelTransportOptions options)
     : options_(std::move(options)), sysfs_(options_.sysfs_root) {
   if (!options_.run) {
@@ -360,10 +374,7 @@ bool KernelTransport::MapIsOurs(const KernelSysfs::DmMap& map,
                                 const state::v1::SessionRecord& session) {
   std::vector<std::string> ours;
   for (const state::v1::KernelPath& path : session.paths()) {
-    Portal portal = FromProto(path.portal());
-    if (auto resolved = ResolvePortal(portal); resolved.ok()) {
-      portal = *resolved;
-    }
+    const Portal portal = PathPortal(path);
     if (auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port)) {
       if (auto d = sysfs_.SessionDisk(*s, path.lun()); d && !d->disk.empty()) {
         ours.push_back(d->disk);
@@ -428,10 +439,7 @@ absl::Status KernelTransport::RemoveMap(const std::string& name, DeviceWatch& wa
 
 absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session,
                                          const state::v1::KernelPath& path, DeviceWatch& watch) {
-  Portal portal = FromProto(path.portal());
-  if (auto resolved = ResolvePortal(portal); resolved.ok()) {
-    portal = *resolved;  // A record written by Prepare holds the name as given.
-  }
+  const Portal portal = PathPortal(path);
   const std::string p = portal.ToString();
   auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
   if (s) {
