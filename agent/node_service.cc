@@ -456,13 +456,20 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
   }
-  SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
+  if (req.staging_target_path().empty()) {
+    return absl::InvalidArgumentError("staging_target_path is required");
+  }
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
     return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (!existing.has_value()) {
+    // Not staged here (or unstaged already): idempotent success, the path left as it is. A
+    // malformed path cannot be a mount of ours either.
+    if (!ValidatePathField(req.staging_target_path(), "staging_target_path").ok()) {
+      return absl::OkStatus();
+    }
     auto m = deps_.mounter.Find(req.staging_target_path());
     SH_RETURN_IF_ERROR(m.status());
     if (m->has_value()) {
@@ -499,8 +506,32 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
 // ----- NodePublishVolume -----
 
 absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) {
+  // Missing fields first, then an unknown volume (NOT_FOUND, as the CSI spec's error table and
+  // csi-sanity expect), then what is wrong with the values.
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
+  }
+  if (req.target_path().empty()) {
+    return absl::InvalidArgumentError("target_path is required");
+  }
+  if (!req.has_volume_capability()) {
+    return absl::InvalidArgumentError("volume_capability is required");
+  }
+  if (req.staging_target_path().empty()) {
+    // The CSI spec's code when STAGE_UNSTAGE_VOLUME is claimed and no staging path is given.
+    return absl::FailedPreconditionError(
+        "staging_target_path is required: this driver stages volumes (STAGE_UNSTAGE_VOLUME); "
+        "pass the path given to NodeStageVolume");
+  }
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return VolumeLocks::BusyError(req.volume_id());
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value()) {
+    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(),
+                                            "' is not staged on this node; call "
+                                            "NodeStageVolume first"));
   }
   SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
   SH_RETURN_IF_ERROR(ValidatePathField(req.target_path(), "target_path"));
@@ -510,19 +541,12 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
     return absl::InvalidArgumentError(absl::StrCat("target_path '", req.target_path(),
                                                    "' must not be the staging path or inside it"));
   }
-  if (!req.has_volume_capability()) {
-    return absl::InvalidArgumentError("volume_capability is required");
-  }
   SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
-  VolumeLocks::Guard guard(locks_, req.volume_id());
-  if (!guard.held()) {
-    return VolumeLocks::BusyError(req.volume_id());
-  }
-  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
-  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("volume '", req.volume_id(), "' is not staged; call NodeStageVolume first"));
+  if (existing->phase() != VolumeRecord::STAGED) {
+    return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(), "' is ",
+                                                      DescribeRecord(*existing),
+                                                      "; call NodeStageVolume again first"));
   }
   VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
@@ -551,6 +575,17 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
       return absl::AlreadyExistsError(absl::StrCat("volume '", req.volume_id(),
                                                    "' is already published at '", req.target_path(),
                                                    "' with different readonly or mount flags"));
+    }
+  }
+  if (cap.access_mode == csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER ||
+      rec.access_mode() == "SINGLE_NODE_SINGLE_WRITER") {
+    // One workload at a time (CSI spec): a second target path is a second workload.
+    for (const auto& p : rec.publishes()) {
+      if (p.target_path() != req.target_path()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "volume '", req.volume_id(), "' has access mode SINGLE_NODE_SINGLE_WRITER and is "
+            "already published at '", p.target_path(), "'; unpublish it there first"));
+      }
     }
   }
   auto mounted = deps_.mounter.Find(req.target_path());
@@ -601,12 +636,18 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
   }
-  SH_RETURN_IF_ERROR(ValidatePathField(req.target_path(), "target_path"));
+  if (req.target_path().empty()) {
+    return absl::InvalidArgumentError("target_path is required");
+  }
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
     return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!ValidatePathField(req.target_path(), "target_path").ok()) {
+    // Never a path this driver published to (those were validated): nothing of ours is there.
+    return absl::OkStatus();
+  }
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
   int index = -1;
@@ -625,7 +666,9 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
                        "publishing volume '",
                        req.volume_id(), "' there; refusing to unmount it"));
     }
-    return RemoveTarget(req.target_path());  // Already unpublished.
+    // Already unpublished, or never published by us: whatever is at the path is not ours to
+    // remove (what this driver creates there is removed with its publish record).
+    return absl::OkStatus();
   }
   if (mounted->has_value()) {
     SH_RETURN_IF_ERROR(deps_.mounter.Unmount(req.target_path()));
@@ -642,7 +685,11 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
   }
-  SH_RETURN_IF_ERROR(ValidatePathField(req.volume_path(), "volume_path"));
+  if (req.volume_path().empty()) {
+    return absl::InvalidArgumentError("volume_path is required");
+  }
+  // An unknown volume, or a path that is not one of its (those were validated when recorded, so
+  // a malformed path is simply not one of them), is NOT_FOUND (CSI spec, csi-sanity).
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
     return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
@@ -709,7 +756,9 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
   }
-  SH_RETURN_IF_ERROR(ValidatePathField(req.volume_path(), "volume_path"));
+  if (req.volume_path().empty()) {
+    return absl::InvalidArgumentError("volume_path is required");
+  }
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
     return VolumeLocks::BusyError(req.volume_id());

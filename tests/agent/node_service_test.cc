@@ -288,7 +288,7 @@ TEST_F(NodeServiceTest, HalfDoneStageFromACrashIsCleanedUpAndRedone) {
 }
 
 TEST_F(NodeServiceTest, PublishNeedsStageAndUnstageNeedsUnpublish) {
-  EXPECT_EQ(Publish(PublishReq("v1")).error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_EQ(Publish(PublishReq("v1")).error_code(), Code::NOT_FOUND);
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
   ASSERT_TRUE(Publish(PublishReq("v1")).ok());
 
@@ -420,6 +420,116 @@ TEST_F(NodeServiceTest, ExpandBeyondTheLunIsOutOfRange) {
   req.set_volume_id("unknown");
   grpc::ClientContext ctx2;
   EXPECT_EQ(stub_->NodeExpandVolume(&ctx2, req, &resp).error_code(), Code::NOT_FOUND);
+}
+
+// The CSI spec's order, which csi-sanity checks: a missing field is INVALID_ARGUMENT, then an
+// unknown volume is NOT_FOUND whatever its paths look like, then a malformed value is
+// INVALID_ARGUMENT.
+TEST_F(NodeServiceTest, PublishOfAnUnknownVolumeIsNotFoundBeforeItsPathsAreChecked) {
+  auto relative = PublishReq("v1");
+  relative.set_target_path("some/path");
+  auto no_target = PublishReq("v1");
+  no_target.clear_target_path();
+  auto no_capability = PublishReq("v1");
+  no_capability.clear_volume_capability();
+  auto no_staging = PublishReq("v1");
+  no_staging.clear_staging_target_path();
+
+  EXPECT_EQ(Publish(relative).error_code(), Code::NOT_FOUND);
+  EXPECT_EQ(Publish(no_target).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(no_capability).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(no_staging).error_code(), Code::FAILED_PRECONDITION);
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  EXPECT_EQ(Publish(relative).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/pod-v1"));
+}
+
+TEST_F(NodeServiceTest, UnpublishOfAVolumeWithoutRecordRemovesNothing) {
+  const std::string target = root_ + "/pod-v1";
+  ASSERT_TRUE(WriteFileAtomically(target, "someone's data", 0644).ok());
+  csi::v1::NodeUnpublishVolumeRequest relative;
+  relative.set_volume_id("v1");
+  relative.set_target_path("some/path");
+  csi::v1::NodeUnpublishVolumeRequest no_target;
+  no_target.set_volume_id("v1");
+
+  EXPECT_TRUE(Unpublish("v1").ok());
+  grpc::ClientContext c1;
+  csi::v1::NodeUnpublishVolumeResponse resp;
+  EXPECT_TRUE(stub_->NodeUnpublishVolume(&c1, relative, &resp).ok());
+  grpc::ClientContext c2;
+  EXPECT_EQ(stub_->NodeUnpublishVolume(&c2, no_target, &resp).error_code(),
+            Code::INVALID_ARGUMENT);
+
+  auto text = ReadFileToString(target);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "someone's data");
+}
+
+TEST_F(NodeServiceTest, UnstageOfAnUnknownVolumeIsDoneWhateverItsPathLooksLike) {
+  csi::v1::NodeUnstageVolumeRequest relative;
+  relative.set_volume_id("v1");
+  relative.set_staging_target_path("some/path");
+  csi::v1::NodeUnstageVolumeRequest no_path;
+  no_path.set_volume_id("v1");
+  csi::v1::NodeUnstageVolumeResponse resp;
+
+  grpc::ClientContext c1;
+  EXPECT_TRUE(stub_->NodeUnstageVolume(&c1, relative, &resp).ok());
+  grpc::ClientContext c2;
+  EXPECT_EQ(stub_->NodeUnstageVolume(&c2, no_path, &resp).error_code(), Code::INVALID_ARGUMENT);
+}
+
+TEST_F(NodeServiceTest, StatsOfAnUnknownVolumeOrPathIsNotFound) {
+  auto stats = [this](const std::string& id, const std::string& path) {
+    csi::v1::NodeGetVolumeStatsRequest req;
+    req.set_volume_id(id);
+    req.set_volume_path(path);
+    grpc::ClientContext ctx;
+    csi::v1::NodeGetVolumeStatsResponse resp;
+    return stub_->NodeGetVolumeStats(&ctx, req, &resp).error_code();
+  };
+
+  EXPECT_EQ(stats("v1", "some/path"), Code::NOT_FOUND);
+  EXPECT_EQ(stats("", "some/path"), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(stats("v1", ""), Code::INVALID_ARGUMENT);
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  EXPECT_EQ(stats("v1", "some/path"), Code::NOT_FOUND);
+  EXPECT_EQ(stats("v1", root_ + "/elsewhere"), Code::NOT_FOUND);
+}
+
+TEST_F(NodeServiceTest, ExpandOfAnUnknownVolumeOrPathIsNotFound) {
+  auto expand = [this](const std::string& id, const std::string& path) {
+    csi::v1::NodeExpandVolumeRequest req;
+    req.set_volume_id(id);
+    req.set_volume_path(path);
+    grpc::ClientContext ctx;
+    csi::v1::NodeExpandVolumeResponse resp;
+    return stub_->NodeExpandVolume(&ctx, req, &resp).error_code();
+  };
+
+  EXPECT_EQ(expand("v1", "some/path"), Code::NOT_FOUND);
+  EXPECT_EQ(expand("", "some/path"), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(expand("v1", ""), Code::INVALID_ARGUMENT);
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  EXPECT_EQ(expand("v1", "some/path"), Code::NOT_FOUND);
+  EXPECT_TRUE(grown_.empty());
+}
+
+TEST_F(NodeServiceTest, SingleNodeSingleWriterIsPublishedAtOneTargetOnly) {
+  auto stage = StageReq("v1");
+  stage.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER);
+  auto publish = PublishReq("v1");
+  *publish.mutable_volume_capability() = stage.volume_capability();
+  auto other = publish;
+  other.set_target_path(root_ + "/other-pod");
+  ASSERT_TRUE(Stage(stage).ok());
+  ASSERT_TRUE(Publish(publish).ok());
+
+  EXPECT_EQ(Publish(other).error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_TRUE(Publish(publish).ok()) << "a repeat at the same target is idempotent";
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/other-pod"));
 }
 
 TEST_F(NodeServiceTest, CapabilitiesAndInfo) {

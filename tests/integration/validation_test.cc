@@ -82,7 +82,7 @@ TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {
 
   EXPECT_NE(stat((root_ + "/real/pod").c_str(), &st), 0) << "nothing created behind the link";
   EXPECT_EQ(Publish(PublishRequest("never-staged", root_ + "/pod")).error_code(),
-            Code::FAILED_PRECONDITION);
+            Code::NOT_FOUND);
   csi::v1::NodeUnpublishVolumeRequest unpublish;
   unpublish.set_target_path(root_ + "/pod");
   csi::v1::NodeUnpublishVolumeResponse unpublish_resp;
