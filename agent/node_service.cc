@@ -582,9 +582,11 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
     // One workload at a time (CSI spec): a second target path is a second workload.
     for (const auto& p : rec.publishes()) {
       if (p.target_path() != req.target_path()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "volume '", req.volume_id(), "' has access mode SINGLE_NODE_SINGLE_WRITER and is "
-            "already published at '", p.target_path(), "'; unpublish it there first"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("volume '", req.volume_id(),
+                         "' has access mode SINGLE_NODE_SINGLE_WRITER and is "
+                         "already published at '",
+                         p.target_path(), "'; unpublish it there first"));
       }
     }
   }

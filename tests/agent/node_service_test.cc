@@ -458,8 +458,7 @@ TEST_F(NodeServiceTest, UnpublishOfAVolumeWithoutRecordRemovesNothing) {
   csi::v1::NodeUnpublishVolumeResponse resp;
   EXPECT_TRUE(stub_->NodeUnpublishVolume(&c1, relative, &resp).ok());
   grpc::ClientContext c2;
-  EXPECT_EQ(stub_->NodeUnpublishVolume(&c2, no_target, &resp).error_code(),
-            Code::INVALID_ARGUMENT);
+  EXPECT_EQ(stub_->NodeUnpublishVolume(&c2, no_target, &resp).error_code(), Code::INVALID_ARGUMENT);
 
   auto text = ReadFileToString(target);
   ASSERT_TRUE(text.ok());

@@ -81,8 +81,7 @@ TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {
   struct stat st {};
 
   EXPECT_NE(stat((root_ + "/real/pod").c_str(), &st), 0) << "nothing created behind the link";
-  EXPECT_EQ(Publish(PublishRequest("never-staged", root_ + "/pod")).error_code(),
-            Code::NOT_FOUND);
+  EXPECT_EQ(Publish(PublishRequest("never-staged", root_ + "/pod")).error_code(), Code::NOT_FOUND);
   csi::v1::NodeUnpublishVolumeRequest unpublish;
   unpublish.set_target_path(root_ + "/pod");
   csi::v1::NodeUnpublishVolumeResponse unpublish_resp;
