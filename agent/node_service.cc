@@ -174,6 +174,17 @@ absl::Status NodeService::CheckStagingLive(const VolumeRecord& record) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> NodeService::StillPublished(const VolumeRecord& record) const {
+  std::vector<std::string> still;
+  for (const auto& p : record.publishes()) {
+    auto m = deps_.mounter.Find(p.target_path());
+    if (!m.ok() || m->has_value()) {  // Unreadable mount state counts as mounted.
+      still.push_back(p.target_path());
+    }
+  }
+  return still;
+}
+
 bool NodeService::StagingHealthy(const VolumeRecord& record) {
   return CheckStagingLive(record).ok();
 }
@@ -243,8 +254,20 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
     if (same && StagingHealthy(rec)) {
       return absl::OkStatus();  // Idempotent repeat.
     }
-    // Half-done (crash mid-stage), or staged but broken (session died, host rebooted): undo what
-    // is left and stage again. The identity recorded last time must still match.
+    // Never tear a staging down under its publishes: the bind mounts would stay on a dead
+    // device, or a second session and loop device would mount the same filesystem twice (the
+    // kubelet repeats NodeStageVolume, e.g. for every volume after its own restart, also while
+    // a session reconnects after a target blip).
+    if (std::vector<std::string> still = StillPublished(rec); !still.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume '", req.volume_id(), "' is published at ", absl::StrJoin(still, ", "),
+          " but its staging is not usable (", CheckStagingLive(rec).message(),
+          "); stagehand does not rebuild a staging under live publishes: unpublish them, then "
+          "stage again"));
+    }
+    // Half-done (crash mid-stage), or staged but broken (session died, host rebooted) with no
+    // publish left: undo what is left and stage again. The identity recorded last time must
+    // still match.
     iscsi::LunIdentity previous = iscsi::FromProto(rec.identity());
     SH_RETURN_IF_ERROR(WithContext(TearDown(rec), "clean up the previous stage attempt"));
     VolumeRecord fresh;
@@ -488,14 +511,7 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
                      "', not at '", req.staging_target_path(), "'"));
   }
   // Never unstage under a publish: a bind mount would keep using a dead device.
-  std::vector<std::string> still;
-  for (const auto& p : rec.publishes()) {
-    auto m = deps_.mounter.Find(p.target_path());
-    if (!m.ok() || m->has_value()) {
-      still.push_back(p.target_path());
-    }
-  }
-  if (!still.empty()) {
+  if (std::vector<std::string> still = StillPublished(rec); !still.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("volume '", req.volume_id(), "' is still published at ",
                      absl::StrJoin(still, ", "), "; unpublish it first"));

@@ -93,6 +93,8 @@ class NodeService final : public csi::v1::Node::Service {
   // device in place. FailedPrecondition saying what is wrong otherwise.
   absl::Status CheckStagingLive(const state::v1::VolumeRecord& record);
   bool StagingHealthy(const state::v1::VolumeRecord& record);
+  // The recorded publish targets that are still mounted (or whose mount state cannot be read).
+  std::vector<std::string> StillPublished(const state::v1::VolumeRecord& record) const;
   // Another volume's record that holds the LUN `record` is about to use: with `identity` null,
   // the same target and LUN through a common portal address; else (once the LUN was read) the
   // same LUN identity. Two volumes on one LUN would mount one filesystem twice and corrupt it.

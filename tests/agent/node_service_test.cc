@@ -216,6 +216,26 @@ TEST_F(NodeServiceTest, BrokenStagedVolumeIsRebuiltOnRepeatedStage) {
   EXPECT_EQ(transport_.detaches(), 1);
 }
 
+TEST_F(NodeServiceTest, ARepeatedStageNeverRebuildsAStagingUnderLivePublishes) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  ASSERT_TRUE(Publish(PublishReq("v1")).ok());
+  transport_.SetHealthy(false);  // The session died or is reconnecting after a target blip.
+
+  auto s = Stage(StageReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("is published at " + root_ + "/pod-v1"));
+  EXPECT_EQ(transport_.detaches(), 0) << "the session under the publish is left alone";
+  EXPECT_EQ(transport_.attaches(), 1);
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/pod-v1"));
+  // The record (with its publish) is kept: unpublish and a fresh stage still work.
+  EXPECT_TRUE(Unpublish("v1").ok());
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/pod-v1"));
+  EXPECT_TRUE(Stage(StageReq("v1")).ok());
+  EXPECT_EQ(transport_.attaches(), 2);
+}
+
 TEST_F(NodeServiceTest, RestageOfADifferentLunFailsClosed) {
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
   transport_.SetHealthy(false);

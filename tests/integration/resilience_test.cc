@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,7 +54,31 @@ bool HasContent(const std::string& path, size_t bytes, char fill) {
   return text.ok() && *text == std::string(bytes, fill);
 }
 
-class ResilienceTest : public NodeIntegrationTest {};
+class ResilienceTest : public NodeIntegrationTest {
+ protected:
+  // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
+  void KillSessionProcess() {
+    auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
+    ASSERT_TRUE(out.ok());
+    state::v1::SessionStatus status;
+    ASSERT_TRUE(status.ParseFromString(out->output));
+    ASSERT_GT(status.pid(), 0);
+    kill(status.pid(), SIGKILL);
+    while (iscsi::ProcessStartTime(status.pid()) != 0) {
+      std::this_thread::yield();
+    }
+  }
+};
+
+// True when `path` is a mount point (its device differs from its parent's).
+bool IsMountPoint(const std::string& path) {
+  struct stat here {};
+
+  struct stat parent {};
+
+  return stat(path.c_str(), &here) == 0 && stat((path + "/..").c_str(), &parent) == 0 &&
+         here.st_dev != parent.st_dev;
+}
 
 TEST_F(ResilienceTest, IoContinuesWhileTheDaemonIsKilledAndTheRestartedDaemonCleansUp) {
   AddLun();
@@ -140,17 +166,7 @@ TEST_F(ResilienceTest, DeadSessionIsReportedAbnormalAndStillUnstagesCleanly) {
   const std::string target = root_ + "/pod1";
   ASSERT_TRUE(Stage(StageRequest("vol-d", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-d", target, /*block=*/true)).ok());
-  // Find the session process through its status file and kill it, as the OOM killer would.
-  std::vector<std::string> sessions;
-  auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
-  ASSERT_TRUE(out.ok());
-  state::v1::SessionStatus status;
-  ASSERT_TRUE(status.ParseFromString(out->output));
-  ASSERT_GT(status.pid(), 0);
-  kill(status.pid(), SIGKILL);
-  while (iscsi::ProcessStartTime(status.pid()) != 0) {
-    std::this_thread::yield();
-  }
+  KillSessionProcess();
 
   csi::v1::NodeGetVolumeStatsResponse stats;
   ASSERT_TRUE(Stats("vol-d", target, &stats).ok());
@@ -196,6 +212,40 @@ TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
   EXPECT_TRUE(Unpublish("vol-swap", target).ok());
   EXPECT_TRUE(Unstage("vol-swap", Staging("vol-swap")).ok());
   (void)tgtd_->DeleteTarget(tid_);
+}
+
+// The kubelet repeats NodeStageVolume (for every volume after its own restart). A staging that
+// broke under live publishes (staging mount gone, session process killed) must be refused, not
+// rebuilt: a rebuild would mount the filesystem a second time over a new session, run e2fsck
+// under the live mount, and drop the record of the publishes.
+TEST_F(ResilienceTest, ARepeatedStageNeverRebuildsAStagingUnderLivePublishes) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-r")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-r", target)).ok());
+  ASSERT_TRUE(WriteAndSync(target + "/before", 1 << 20, 'b'));
+  // The staging mount goes (the publish's bind mount stays), then the session process dies.
+  ASSERT_EQ(umount2(Staging("vol-r").c_str(), 0), 0);
+
+  auto unmounted = Stage(StageRequest("vol-r"));
+  KillSessionProcess();
+  auto killed = Stage(StageRequest("vol-r"));
+
+  EXPECT_EQ(unmounted.error_code(), Code::FAILED_PRECONDITION) << unmounted.error_message();
+  EXPECT_NE(unmounted.error_message().find("is published at " + target), std::string::npos)
+      << unmounted.error_message();
+  EXPECT_EQ(killed.error_code(), Code::FAILED_PRECONDITION) << killed.error_message();
+  EXPECT_FALSE(IsMountPoint(Staging("vol-r"))) << "nothing was staged a second time";
+  EXPECT_TRUE(IsMountPoint(target));
+  EXPECT_TRUE(RunningSessionProcesses().empty()) << "no second session was started";
+  // The record kept its publish: unpublish works, then a stage rebuilds and the data is there.
+  EXPECT_EQ(Unstage("vol-r", Staging("vol-r")).error_code(), Code::FAILED_PRECONDITION);
+  ASSERT_TRUE(Unpublish("vol-r", target).ok());
+  ASSERT_TRUE(Stage(StageRequest("vol-r")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-r", target)).ok());
+  EXPECT_TRUE(HasContent(target + "/before", 1 << 20, 'b'));
+  EXPECT_TRUE(Unpublish("vol-r", target).ok());
+  EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
 }
 
 }  // namespace
