@@ -467,10 +467,10 @@ absl::StatusOr<std::map<std::string, std::string>> LoadSecretsFile(const std::st
         absl::StrCat("secrets file '", path, "' is owned by uid ", st.st_uid, "; run: chown ",
                      owner == 0 ? "root" : absl::StrCat(owner), " '", path, "'"));
   }
-  if ((st.st_mode & 0027) != 0) {
+  if ((st.st_mode & 0077) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "secrets file '", path, "' has mode ", fmt::format("{:04o}", st.st_mode & 07777),
-        " (group-writable or accessible to others); run: chmod 0600 '", path, "'"));
+        " (accessible to group or others); run: chmod 0600 '", path, "'"));
   }
   SH_ASSIGN_OR_RETURN(std::string text, ReadCapped(fd.Get(), path));
   SH_ASSIGN_OR_RETURN(YAML::Node root, LoadOneDocument(text, path, false));

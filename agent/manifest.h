@@ -52,9 +52,10 @@ absl::Status CheckTargetPaths(const reconciler::VolumeSpec& spec, const std::str
 
 // Reads a secrets file: a flat YAML map of string to string. The file must not be a symlink,
 // must be a regular file owned by `owner` (root for the one-argument form) and must have no
-// group-write and no "other" permission bits (mode & 0027 == 0). The checked file is the read
-// file (fstat on the opened descriptor). NotFound if missing; FailedPrecondition for a symlink,
-// wrong type, owner or mode; InvalidArgument for bad content. Messages never contain values.
+// group or "other" permission bits (mode & 0077 == 0, e.g. 0600 or 0400). The checked file is the
+// read file (fstat on the opened descriptor). NotFound if missing; FailedPrecondition for a
+// symlink, wrong type, owner or mode; InvalidArgument for bad content. Messages never contain
+// values.
 absl::StatusOr<std::map<std::string, std::string>> LoadSecretsFile(const std::string& path);
 absl::StatusOr<std::map<std::string, std::string>> LoadSecretsFile(const std::string& path,
                                                                    uid_t owner);

@@ -324,9 +324,17 @@ TEST_F(SecretsFileTest, ReadsAFlatMap) {
                           {"user", "pg"}, {"password", "s3cr3t:x"}, {"port", "3260"}}));
 }
 
-TEST_F(SecretsFileTest, Mode0640IsFine) {
+TEST_F(SecretsFileTest, GroupReadableIsRejected) {
   const std::string path = dir_ + "/pg.yaml";
   ASSERT_THAT(WriteFileAtomically(path, "user: pg\n", 0640), IsOk());
+
+  EXPECT_THAT(Load(path), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                   AllOf(HasSubstr("mode 0640"), HasSubstr("chmod 0600"))));
+}
+
+TEST_F(SecretsFileTest, Mode0400IsFine) {
+  const std::string path = dir_ + "/pg.yaml";
+  ASSERT_THAT(WriteFileAtomically(path, "user: pg\n", 0400), IsOk());
 
   EXPECT_THAT(Load(path), IsOk());
 }
