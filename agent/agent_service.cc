@@ -62,6 +62,11 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
     }
   }
   bool ready = true;
+  if (manifest_problem_) {
+    if (auto problem = manifest_problem_(); problem) {
+      response->add_problems(*problem);
+    }
+  }
   if (reconciler_ != nullptr) {
     const auto status = reconciler_->Status();
     ready = status.ready;

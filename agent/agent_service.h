@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "proto/agent.grpc.pb.h"
@@ -37,6 +38,12 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
   // The bound metrics port, once known.
   void set_metrics_port(int port) { metrics_port_ = port; }
 
+  // Why the manifest directory's state is unknown, if it is (a problem in GetStatus).
+  // REQUIRES: called before the service is registered with a server.
+  void set_manifest_problem(std::function<std::optional<std::string>()> problem) {
+    manifest_problem_ = std::move(problem);
+  }
+
   grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
                          v1::AgentStatus* response) override;
   grpc::Status ListVolumes(grpc::ServerContext* context, const v1::ListVolumesRequest* request,
@@ -50,6 +57,7 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
   const registration::Registry* registry_;
   std::function<state::v1::RegistrarState()> registrar_;
   std::atomic<int> metrics_port_{0};
+  std::function<std::optional<std::string>()> manifest_problem_;
 };
 
 // The agent-API view of a reconciler status.

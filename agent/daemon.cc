@@ -142,6 +142,8 @@ class ReconcilerBridge final : public ManifestListener {
     reconciler->RenameManifest(from, to);
   }
 
+  void OnDirectoryListed() override { reconciler->DesiredComplete(); }
+
   reconciler::Reconciler* reconciler = nullptr;
 };
 
@@ -411,14 +413,17 @@ int RunDaemon(DaemonOptions options) {
       std::lock_guard lock(poke_mu);
       poke_target = reconciler.get();
     }
-    auto source = ManifestSource::Start(options.manifest_dir, options.state_dir, bridge);
+    // A missing manifest directory is created only when no volume is managed yet; else it is
+    // reported and every volume stays as it is (DesiredComplete comes with its first listing).
+    const bool no_volumes = reconciler->Status().volumes.empty();
+    auto source =
+        ManifestSource::Start(options.manifest_dir, options.state_dir, bridge, no_volumes);
     if (!source.ok()) {
       Log().error("startup failed: manifests: {}", source.status());
       server->Shutdown();
       return 1;
     }
     manifests = std::move(*source);
-    reconciler->DesiredComplete();
   }
 
   // The agent API.
@@ -431,6 +436,9 @@ int RunDaemon(DaemonOptions options) {
         std::lock_guard lock(registrar_mu);
         return registrar_state;
       });
+  agent_service.set_manifest_problem([&manifests]() -> std::optional<std::string> {
+    return manifests ? manifests->Problem() : std::nullopt;
+  });
   const std::string agent_socket = options.agent_socket.empty()
                                        ? JoinPath(options.runtime_dir, "agent.sock")
                                        : options.agent_socket;
@@ -469,6 +477,11 @@ int RunDaemon(DaemonOptions options) {
     stats = std::make_unique<StatsCollector>(stats_options, *reconciler, directory, *collectable);
   }
   auto readiness = [&]() -> absl::Status {
+    if (manifests) {
+      if (auto problem = manifests->Problem(); problem) {
+        return absl::UnavailableError(*problem);
+      }
+    }
     if (reconciler && !reconciler->Status().ready) {
       return absl::UnavailableError("the first reconcile is not done yet");
     }

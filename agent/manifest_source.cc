@@ -36,8 +36,9 @@ spdlog::logger& Log() {
   return log;
 }
 
-// IN_CLOSE_WRITE, not IN_CREATE/IN_MODIFY: a file is read once its writer is done with it.
-constexpr uint32_t kDirMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+// IN_CLOSE_WRITE, not IN_MODIFY: a file is read once its writer is done with it. IN_CREATE only
+// for links (`ln -s`, `ln`), which are complete when they appear and are never written.
+constexpr uint32_t kDirMask = IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
                               IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
 // Only while the directory is gone: waits for it to be created or renamed back.
 constexpr uint32_t kParentMask = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR;
@@ -53,11 +54,21 @@ std::string BaseName(const std::string& path) {
   return path.substr(path.rfind('/') + 1);
 }
 
+// A symbolic link, or a hard link to a file that exists already: what IN_CREATE announces
+// complete (a new regular file is still being written; IN_CLOSE_WRITE follows).
+bool IsLink(const std::string& path) {
+  struct stat st {};
+
+  return lstat(path.c_str(), &st) == 0 &&
+         (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && st.st_nlink > 1));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::string dir,
                                                                       std::string state_dir,
-                                                                      ManifestListener& listener) {
+                                                                      ManifestListener& listener,
+                                                                      bool create_if_missing) {
   if (!IsCleanAbsolutePath(dir) || dir == "/") {
     return absl::InvalidArgumentError(
         absl::StrCat("manifest directory '", dir, "' must be an absolute, normalised path"));
@@ -76,16 +87,33 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
   if (!source->wake_) {
     return ErrnoStatus(errno, "eventfd");
   }
-  SH_RETURN_IF_ERROR(MakeDirs(source->dir_, 0755));
-  SH_RETURN_IF_ERROR(source->WatchDir());
-  Log().info("watching for volume manifests dir='{}'", source->dir_);
+
+  struct stat st {};
+
+  const bool exists = stat(source->dir_.c_str(), &st) == 0;
+  if (!exists && create_if_missing) {
+    SH_RETURN_IF_ERROR(MakeDirs(source->dir_, 0755));
+  }
+  if (exists || create_if_missing) {
+    SH_RETURN_IF_ERROR(source->WatchDir());
+    Log().info("watching for volume manifests dir='{}'", source->dir_);
+  } else {
+    // A typo in --manifest-dir or a config volume not mounted yet must not read as "nothing is
+    // declared": that would tear every volume down.
+    source->SetProblem(absl::StrCat("manifest directory '", source->dir_,
+                                    "' does not exist; the volumes stagehand manages stay as "
+                                    "they are until it does (create it, or fix --manifest-dir)"));
+    source->WatchForDir();
+  }
   ManifestSource* self = source.get();
   std::promise<void> scanned;
   std::future<void> scan_done = scanned.get_future();
   // `self` outlives the thread: the destructor joins it before any member goes away.
   source->thread_ =
       std::jthread([self, scanned = std::move(scanned)](const std::stop_token& token) mutable {
-        self->Rescan();  // The watch is already in place, so nothing created meanwhile is missed.
+        if (self->dir_watch_ >= 0) {
+          self->Rescan();  // The watch is in place already: nothing created meanwhile is missed.
+        }
         scanned.set_value();
         self->Loop(token);
       });
@@ -181,17 +209,35 @@ void ManifestSource::HandleEvents() {
         Remove(name);
       } else if ((event->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0) {
         Load(name);
+      } else if ((event->mask & IN_CREATE) != 0 && IsLink(JoinPath(dir_, name))) {
+        Load(name);
       }
     }
   }
 }
 
+std::optional<std::string> ManifestSource::Problem() const {
+  std::lock_guard lock(problem_mu_);
+  return problem_;
+}
+
+void ManifestSource::SetProblem(std::optional<std::string> problem) {
+  if (problem) {
+    Log().error("{}", *problem);
+  }
+  std::lock_guard lock(problem_mu_);
+  problem_ = std::move(problem);
+}
+
 void ManifestSource::DirLost() {
   (void)inotify_rm_watch(inotify_.Get(), std::exchange(dir_watch_, -1));
-  Log().error(
-      "manifest directory '{}' was moved away or removed; its volumes stay as declared until "
-      "it is back (then files that are gone count as removed)",
-      dir_);
+  SetProblem(absl::StrCat("manifest directory '", dir_,
+                          "' was moved away or removed; its volumes stay as declared until it "
+                          "is back (then files that are gone count as removed)"));
+  WatchForDir();
+}
+
+void ManifestSource::WatchForDir() {
   const std::string parent = ParentDir(dir_);
   parent_watch_ = inotify_add_watch(inotify_.Get(), parent.c_str(), kParentMask);
   if (parent_watch_ < 0) {
@@ -211,7 +257,9 @@ void ManifestSource::Rescan() {
   std::vector<std::string> present;
   Dir dir(opendir(dir_.c_str()));
   if (!dir) {
-    Log().warn("cannot list manifest directory '{}': {}", dir_, std::strerror(errno));
+    // Nothing is reported removed: an unreadable directory says nothing about what is declared.
+    SetProblem(absl::StrCat("cannot list manifest directory '", dir_, "': ", std::strerror(errno),
+                            "; its volumes stay as declared"));
     return;
   }
   while (const dirent* entry = readdir(dir.get())) {
@@ -233,6 +281,8 @@ void ManifestSource::Rescan() {
   for (const std::string& file : present) {
     Load(file);
   }
+  SetProblem(std::nullopt);
+  listener_.OnDirectoryListed();
 }
 
 void ManifestSource::Load(const std::string& file) {

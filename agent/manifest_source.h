@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,6 +41,11 @@ class ManifestListener {
   // is now declared by `to`, with no moment in between where it is undeclared. (If `to` existed,
   // OnManifestRemoved(to) came first.) `to` is then read again and reported as usual.
   virtual void OnManifestRenamed(const std::string& from, const std::string& to) = 0;
+
+  // The whole directory was listed and every file in it reported: what is not declared now is
+  // not declared. Not called while the directory is missing or cannot be listed (then nothing
+  // may be taken as undeclared). Called again after each later full listing.
+  virtual void OnDirectoryListed() {}
 };
 
 // Owns the watch thread. Volume names are unique across files: a file declaring a name that
@@ -50,14 +56,21 @@ class ManifestListener {
 // once it is back, files that are gone are reported removed.
 class ManifestSource {
  public:
-  // Creates `dir` (0755) if missing, watches it and starts the thread, which first reports the
-  // files already there (sorted by name) and then follows changes; returns once those files
-  // have been reported, so the listener knows the initial state. Publish targets inside
+  // Watches `dir` and starts the thread, which first reports the files already there (sorted by
+  // name, then OnDirectoryListed) and then follows changes; returns once those files have been
+  // reported, so the listener knows the initial state. A missing `dir` is created (0755) when
+  // `create_if_missing` (no volume can be lost then); else it is a Problem() and watched for
+  // from its parent, and its files are reported once it appears. Publish targets inside
   // `state_dir` are manifest errors. `listener` must outlive the source. InvalidArgument for
   // paths that are not absolute and normalised; errno-based codes if the watch cannot be set up.
   static absl::StatusOr<std::unique_ptr<ManifestSource>> Start(std::string dir,
                                                                std::string state_dir,
-                                                               ManifestListener& listener);
+                                                               ManifestListener& listener,
+                                                               bool create_if_missing = true);
+
+  // Why the directory's state is unknown now (missing, moved away, cannot be listed); nullopt
+  // while it is followed. Thread-safe.
+  std::optional<std::string> Problem() const;
 
   ManifestSource(const ManifestSource&) = delete;
   ManifestSource& operator=(const ManifestSource&) = delete;
@@ -77,6 +90,9 @@ class ManifestSource {
   void Loop(const std::stop_token& token);
   void HandleEvents();
   void DirLost();
+  // Watches the parent until the directory (re)appears, then watches it and rescans.
+  void WatchForDir();
+  void SetProblem(std::optional<std::string> problem);
   void Rescan();
   void Load(const std::string& file);
   void Declare(const std::string& file, reconciler::VolumeSpec spec);
@@ -93,6 +109,8 @@ class ManifestSource {
   int parent_watch_ = -1;
   std::map<std::string, FileState> files_;     // By file name; thread only.
   std::map<std::string, std::string> owners_;  // Volume name -> file declaring it; thread only.
+  mutable std::mutex problem_mu_;
+  std::optional<std::string> problem_;  // Guarded by problem_mu_.
   std::jthread thread_;
 };
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -25,7 +26,7 @@ using ::stagehand::testing::IsOk;
 using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 
-enum class Kind { kDeclared, kError, kRemoved, kRenamed };
+enum class Kind { kDeclared, kError, kRemoved, kRenamed, kListed };
 
 struct Event {
   Kind kind;
@@ -52,6 +53,14 @@ class RecordingListener : public ManifestListener {
   void OnManifestRenamed(const std::string& from, const std::string& to) override {
     Push({Kind::kRenamed, from, to, absl::OkStatus()});
   }
+
+  void OnDirectoryListed() override {
+    if (record_listings) {
+      Push({Kind::kListed, "", "", absl::OkStatus()});
+    }
+  }
+
+  bool record_listings = false;  // Set before the source starts.
 
   // The next callback in order. The deadline only keeps a broken test from hanging.
   std::optional<Event> Next() {
@@ -97,8 +106,8 @@ class ManifestSourceTest : public ::testing::Test {
     (void)RunProcess({"rm", "-rf", root_});
   }
 
-  void StartSource() {
-    auto source = ManifestSource::Start(dir_, state_dir_, listener_);
+  void StartSource(bool create_if_missing = true) {
+    auto source = ManifestSource::Start(dir_, state_dir_, listener_, create_if_missing);
     ASSERT_THAT(source, IsOk());
     source_ = std::move(*source);
   }
@@ -168,6 +177,50 @@ TEST_F(ManifestSourceTest, CreatesTheDirectory) {
 
   ASSERT_EQ(stat(dir_.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
+}
+
+// A typo in --manifest-dir or an unmounted config volume must not read as "nothing declared".
+TEST_F(ManifestSourceTest, AMissingDirectoryIsAProblemUntilItAppears) {
+  listener_.record_listings = true;
+  StartSource(/*create_if_missing=*/false);
+
+  struct stat st {};
+
+  EXPECT_NE(stat(dir_.c_str(), &st), 0) << "not created";
+  ASSERT_TRUE(source_->Problem().has_value());
+  EXPECT_THAT(*source_->Problem(), HasSubstr("does not exist"));
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  std::optional<Event> listed = listener_.Next();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->kind, Kind::kListed) << "nothing is reported before the directory is listed";
+  EXPECT_FALSE(source_->Problem().has_value());
+  Replace("a.yaml", Manifest("a"));
+  ExpectDeclared("a.yaml", "a");
+}
+
+TEST_F(ManifestSourceTest, AnExistingDirectoryIsListedAtStart) {
+  listener_.record_listings = true;
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Write("a.yaml", Manifest("a"));
+
+  StartSource(/*create_if_missing=*/false);
+
+  ExpectDeclared("a.yaml", "a");
+  std::optional<Event> listed = listener_.Next();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->kind, Kind::kListed);
+  EXPECT_FALSE(source_->Problem().has_value());
+}
+
+TEST_F(ManifestSourceTest, SymlinkedAndHardLinkedManifestsAreSeenWhenCreated) {
+  StartSource();
+  ASSERT_THAT(WriteFileAtomically(root_ + "/a.yaml", Manifest("a"), 0644), IsOk());
+  ASSERT_THAT(WriteFileAtomically(root_ + "/b.yaml", Manifest("b"), 0644), IsOk());
+
+  ASSERT_EQ(symlink((root_ + "/a.yaml").c_str(), (dir_ + "/a.yaml").c_str()), 0);
+  ExpectDeclared("a.yaml", "a");
+  ASSERT_EQ(link((root_ + "/b.yaml").c_str(), (dir_ + "/b.yaml").c_str()), 0);
+  ExpectDeclared("b.yaml", "b");
 }
 
 TEST_F(ManifestSourceTest, RejectsRelativePaths) {

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,6 +208,44 @@ TEST_F(StandaloneTest, ABrokenManifestDoesNotUnmountAWorkingVolumeEvenAcrossARes
     const auto* v = FindVolume(r, "data");
     return v != nullptr && v->phase() == "published" && v->manifest_error().empty();
   });
+  ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
+  WaitVolumes(Gone("data"));
+  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
+}
+
+// A typo in --manifest-dir or a config volume not mounted yet: the agent starts with no
+// manifest directory. That must not read as "nothing is declared" (it used to create the
+// directory empty and unstage everything right after start).
+TEST_F(StandaloneTest, AMissingManifestDirectoryAtStartKeepsEveryVolumeAsItIs) {
+  AddLun();
+  Declare("data.yaml", Manifest("data", {"app"}));
+  WaitVolumes(PhaseIs("data", "published"));
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/app/keep.txt", "kept", 0644).ok());
+  const std::vector<int> sessions = RunningSessionProcesses();
+  ASSERT_EQ(sessions.size(), 1u);
+  daemon_->Kill();
+  ASSERT_EQ(rename(manifests_.c_str(), (manifests_ + ".off").c_str()), 0);
+
+  RestartDaemon();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context.set_wait_for_ready(true);
+  agentpb::AgentStatus status;
+  ASSERT_TRUE(agent_->GetStatus(&context, agentpb::GetStatusRequest(), &status).ok());
+
+  EXPECT_FALSE(status.ready());
+  EXPECT_THAT(status.problems(), ::testing::Contains(HasSubstr("does not exist")));
+
+  struct stat st {};
+
+  EXPECT_NE(stat(manifests_.c_str(), &st), 0) << "the missing directory is not created";
+  // Once it is back, the volume is adopted as it was: same session, one mount, data intact.
+  ASSERT_EQ(rename((manifests_ + ".off").c_str(), manifests_.c_str()), 0);
+  WaitVolumes(PhaseIs("data", "published"));
+  EXPECT_EQ(RunningSessionProcesses(), sessions) << "never unstaged";
+  EXPECT_EQ(MountCount(root_ + "/app"), 1);
+  EXPECT_EQ(ReadFileToString(root_ + "/app/keep.txt").value_or(""), "kept");
+
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
   EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
