@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cerrno>
+#include <utility>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
 
 #include "base/paths.h"
@@ -44,6 +46,8 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   if (!fd) {
     return ErrnoStatus(errno, absl::StrCat("create '", tmp, "'"));
   }
+  // A failed write (a full disk) leaves neither a partial file nor the temp file behind.
+  absl::Cleanup remove_tmp = [&tmp] { (void)unlink(tmp.c_str()); };
   if (fchmod(fd.Get(), mode) != 0) {
     return ErrnoStatus(errno, absl::StrCat("chmod '", tmp, "'"));
   }
@@ -65,6 +69,7 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("rename '", tmp, "'"));
   }
+  std::move(remove_tmp).Cancel();
   if (durability == Durability::kSynced) {
     UniqueFd dir(open(ParentDir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dir) {
