@@ -461,6 +461,7 @@ int RunDaemon(DaemonOptions options) {
     server->Shutdown();
     return 1;
   }
+  chmod(agent_socket.c_str(), 0600);  // As the CSI socket and the README: owner only.
   Log().info("agent API on '{}'{}", agent_socket,
              options.watch_plugins
                  ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")

@@ -275,11 +275,6 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
     (void)previous;
     return StageFresh(req, std::move(fresh), cap, *target);
   }
-  if (options_.max_volumes_per_node > 0 &&
-      static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "this node already has ", options_.max_volumes_per_node, " volumes staged (the maximum)"));
-  }
   return StageFresh(req, VolumeRecord(), cap, *target);
 }
 
@@ -321,6 +316,17 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   deps_.transport.Prepare(attach, record.mutable_session());
   {
     std::lock_guard claim(claims_mu_);
+    // Counted under the lock that orders the saves of new records, so that concurrent stages
+    // cannot all pass the limit.
+    if (options_.max_volumes_per_node > 0) {
+      SH_ASSIGN_OR_RETURN(auto mine, store_.Load(record.volume_id()));
+      if (!mine.has_value() &&
+          static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
+        return absl::ResourceExhaustedError(absl::StrCat("this node already has ",
+                                                         options_.max_volumes_per_node,
+                                                         " volumes staged (the maximum)"));
+      }
+    }
     SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
     if (other) {
       SH_RETURN_IF_ERROR(ForgetRefusedStage(record, previous));

@@ -200,12 +200,15 @@ TEST_F(SafetyTest, OneLunNeverBacksTwoVolumes) {
   EXPECT_TRUE(Unstage("vol-2", Staging("vol-2")).ok());
 }
 
-TEST_F(SafetyTest, CsiSocketIsOwnerOnly) {
-  struct stat st = {};
+TEST_F(SafetyTest, CsiAndAgentSocketsAreOwnerOnly) {
+  struct stat csi = {};
+  struct stat agent = {};
 
-  ASSERT_EQ(stat(daemon_->socket_path().c_str(), &st), 0);
+  ASSERT_EQ(stat(daemon_->socket_path().c_str(), &csi), 0);
+  ASSERT_EQ(stat((daemon_->runtime_dir() + "/agent.sock").c_str(), &agent), 0);
 
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(csi.st_mode & 0777, 0600u);
+  EXPECT_EQ(agent.st_mode & 0777, 0600u) << "the README says 0600";
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -127,6 +129,49 @@ TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
   EXPECT_TRUE(daemon_->identity().GetPluginInfo(Ctx().get(), {}, &info).ok())
       << "the first instance keeps its socket";
   EXPECT_EQ(info.name(), "iscsi.stagehand.dev");
+}
+
+class MaxVolumesTest : public NodeIntegrationTest {
+ protected:
+  std::vector<std::string> DaemonFlags() const override { return {"--max-volumes-per-node=1"}; }
+};
+
+// The limit is counted where new records are saved: concurrent stages cannot all pass it.
+TEST_F(MaxVolumesTest, ConcurrentStagesNeverExceedTheLimit) {
+  AddLun();
+  for (int lun = 2; lun <= 3; ++lun) {
+    const std::string file = root_ + "/lun" + std::to_string(lun) + ".img";
+    ASSERT_TRUE(MakeSparseFile(file, 64ull << 20).ok());
+    ASSERT_TRUE(tgtd_->AddLun(tid_, lun, file).ok());
+  }
+  std::vector<csi::v1::NodeStageVolumeRequest> requests;
+  for (int lun = 1; lun <= 3; ++lun) {
+    auto req = StageRequest("vol-m" + std::to_string(lun), /*block=*/true);
+    (*req.mutable_volume_context())["lun"] = std::to_string(lun);
+    requests.push_back(req);
+  }
+
+  std::vector<grpc::Status> results(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = Stage(requests[i]); });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+
+  int staged = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) {
+      ++staged;
+      continue;
+    }
+    EXPECT_EQ(results[i].error_code(), Code::RESOURCE_EXHAUSTED) << results[i].error_message();
+  }
+  EXPECT_EQ(staged, 1);
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(Unstage(requests[i].volume_id(), requests[i].staging_target_path()).ok());
+  }
 }
 
 }  // namespace
