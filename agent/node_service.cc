@@ -1,5 +1,6 @@
 #include "agent/node_service.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <absl/strings/str_join.h>
 #include <spdlog/spdlog.h>
 
+#include "base/c_handle.h"
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -47,13 +49,18 @@ bool SameFlags(const google::protobuf::RepeatedPtrField<std::string>& a,
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
+using Dir = CHandle<DIR, &closedir>;
+
 bool PathExists(const std::string& path) {
   struct stat st {};
 
   return lstat(path.c_str(), &st) == 0;
 }
 
-// Removes a publish target left by us: an empty directory or an empty regular file.
+// Removes what a publish made at its (unmounted) target: an empty directory, or the empty
+// regular file of a block publish. Anything else there (files written into the directory after
+// the unmount, a file with data) is not ours to delete and is left, so that a teardown never
+// wedges on it either.
 absl::Status RemoveTarget(const std::string& path) {
   struct stat st {};
 
@@ -61,9 +68,64 @@ absl::Status RemoveTarget(const std::string& path) {
     return errno == ENOENT ? absl::OkStatus()
                            : ErrnoStatus(errno, absl::StrCat("stat '", path, "'"));
   }
-  const int rc = S_ISDIR(st.st_mode) ? rmdir(path.c_str()) : unlink(path.c_str());
-  if (rc != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, absl::StrCat("remove target path '", path, "'"));
+  if (S_ISDIR(st.st_mode)) {
+    if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
+      if (errno == ENOTEMPTY || errno == EEXIST) {
+        Log().warn("unpublish: target directory '{}' is not empty; leaving it", path);
+        return absl::OkStatus();
+      }
+      return ErrnoStatus(errno, absl::StrCat("remove target directory '", path, "'"));
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size != 0) {
+    Log().warn("unpublish: target '{}' is not the empty file stagehand made; leaving it", path);
+    return absl::OkStatus();
+  }
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("remove target file '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// FailedPrecondition when publishing at `path` would hide something: a directory that is not
+// empty, or a file with data (block); also a target of the wrong type. Absent is fine.
+absl::Status CheckTargetEmpty(const std::string& path, bool block) {
+  struct stat st {};
+
+  if (lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus()
+                           : ErrnoStatus(errno, absl::StrCat("stat target_path '", path, "'"));
+  }
+  if (block) {
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("target_path '", path,
+                       "' exists and is not a regular file; a block volume is bound "
+                       "onto a file: give an absent path or an empty file"));
+    }
+    if (st.st_size != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("target_path '", path,
+                       "' is a file with data; publishing would hide it: give an "
+                       "absent path or an empty file"));
+    }
+    return absl::OkStatus();
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("target_path '", path, "' exists and is not a directory"));
+  }
+  Dir dir(opendir(path.c_str()));
+  if (!dir) {
+    return ErrnoStatus(errno, absl::StrCat("list target_path '", path, "'"));
+  }
+  while (const dirent* entry = readdir(dir.get())) {
+    if (std::string_view(entry->d_name) != "." && std::string_view(entry->d_name) != "..") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "target_path '", path, "' is a directory that is not empty (it holds '", entry->d_name,
+          "'); publishing would hide its contents: give an empty or absent path"));
+    }
   }
   return absl::OkStatus();
 }
@@ -145,6 +207,33 @@ absl::Status NodeService::CheckParentIsReal(const std::string& path, std::string
   if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat(ToAbsl(field), " '", path, "' is a symbolic link; give the real path"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeService::CheckNoOverlap(const std::string& volume_id,
+                                         const std::string& target) const {
+  auto overlaps = [&target](const std::string& path) {
+    return !path.empty() && (IsPathWithin(target, path) || IsPathWithin(path, target));
+  };
+  for (const VolumeRecord& other : store_.List()) {
+    // A mount inside a staging path makes that volume's unstage fail (EBUSY); one over it or
+    // over a publish would hide it.
+    if (overlaps(other.staging_path())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target_path '", target, "' overlaps the staging path '", other.staging_path(),
+          "' of volume '", other.volume_id(), "'; give a path outside it"));
+    }
+    for (const auto& p : other.publishes()) {
+      if (other.volume_id() == volume_id && p.target_path() == target) {
+        continue;  // This very publish (a repeat).
+      }
+      if (overlaps(p.target_path())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "target_path '", target, "' overlaps '", p.target_path(), "', where volume '",
+            other.volume_id(), "' is published; give a path outside it"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -565,6 +654,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   }
   SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
+  SH_RETURN_IF_ERROR(CheckNoOverlap(req.volume_id(), req.target_path()));
   if (existing->phase() != VolumeRecord::STAGED) {
     return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(), "' is ",
                                                       DescribeRecord(*existing),
@@ -620,6 +710,9 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   if (mounted->has_value() && !recorded) {
     return absl::AlreadyExistsError(absl::StrCat(
         "target_path '", req.target_path(), "' already holds a mount that is not this volume's"));
+  }
+  if (!mounted->has_value()) {
+    SH_RETURN_IF_ERROR(CheckTargetEmpty(req.target_path(), cap.block));
   }
   if (!recorded) {
     PublishRecord* p = rec.add_publishes();

@@ -82,6 +82,9 @@ class NodeService final : public csi::v1::Node::Service {
   std::string SessionDir(const std::string& volume_id) const;
   std::vector<std::string> ReservedDirs() const;
   absl::Status CheckParentIsReal(const std::string& path, std::string_view field) const;
+  // InvalidArgument when `target` lies inside, or contains, any volume's staging path or
+  // another publish target (this volume's own repeat at `target` aside).
+  absl::Status CheckNoOverlap(const std::string& volume_id, const std::string& target) const;
   // Undoes whatever a record says exists (mount, session) and removes the record.
   absl::Status TearDown(state::v1::VolumeRecord& record);
   absl::Status StageFresh(const csi::v1::NodeStageVolumeRequest& req,

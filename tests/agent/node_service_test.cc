@@ -551,6 +551,61 @@ TEST_F(NodeServiceTest, SingleNodeSingleWriterIsPublishedAtOneTargetOnly) {
   EXPECT_FALSE(mounter_.IsMounted(root_ + "/other-pod"));
 }
 
+TEST_F(NodeServiceTest, PublishNeverHidesWhatIsAtTheTarget) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  ASSERT_TRUE(MakeDirs(root_ + "/pod-v1", 0755).ok());
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/pod-v1/data", "theirs", 0644).ok());
+
+  auto s = Publish(PublishReq("v1"));
+
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("not empty"));
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/pod-v1"));
+  EXPECT_EQ(ReadFileToString(root_ + "/pod-v1/data").value_or(""), "theirs");
+}
+
+TEST_F(NodeServiceTest, BlockPublishNeverHidesOrDeletesAFileWithData) {
+  auto stage = StageReq("v1");
+  stage.mutable_volume_capability()->mutable_block();
+  ASSERT_TRUE(Stage(stage).ok());
+  auto publish = PublishReq("v1");
+  publish.mutable_volume_capability()->mutable_block();
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/pod-v1", "theirs", 0644).ok());
+
+  EXPECT_EQ(Publish(publish).error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_TRUE(Unpublish("v1").ok());
+  EXPECT_EQ(ReadFileToString(root_ + "/pod-v1").value_or(""), "theirs");
+}
+
+TEST_F(NodeServiceTest, UnpublishLeavesADirectoryThatIsNoLongerEmptyAndDoesNotWedge) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  ASSERT_TRUE(Publish(PublishReq("v1")).ok());
+  // Written into the directory itself (not the volume), e.g. by a process after the unmount.
+  ASSERT_TRUE(WriteFileAtomically(root_ + "/pod-v1/stray", "x", 0644).ok());
+
+  EXPECT_TRUE(Unpublish("v1").ok());
+  EXPECT_EQ(ReadFileToString(root_ + "/pod-v1/stray").value_or(""), "x");
+  EXPECT_TRUE(Unstage("v1").ok()) << "the publish record is gone: unstage is not blocked";
+}
+
+TEST_F(NodeServiceTest, TargetsInsideOrAroundAnotherVolumesPathsAreRefused) {
+  ASSERT_TRUE(Stage(StageReq("v1", "ext4", "1")).ok());
+  ASSERT_TRUE(Stage(StageReq("v2", "ext4", "2")).ok());
+  ASSERT_TRUE(Publish(PublishReq("v1")).ok());
+  auto inside_staging = PublishReq("v2");
+  inside_staging.set_target_path(root_ + "/stage-v1/x");
+  auto on_publish = PublishReq("v2");
+  on_publish.set_target_path(root_ + "/pod-v1");
+  auto inside_publish = PublishReq("v2");
+  inside_publish.set_target_path(root_ + "/pod-v1/sub");
+
+  EXPECT_EQ(Publish(inside_staging).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(on_publish).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(Publish(inside_publish).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_TRUE(Publish(PublishReq("v1")).ok()) << "a repeat of a publish is not an overlap";
+  EXPECT_TRUE(Publish(PublishReq("v2")).ok());
+}
+
 TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   grpc::ClientContext c1;
   csi::v1::NodeGetCapabilitiesResponse caps;

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/file_io.h"
 #include "base/subprocess.h"
 #include "tests/integration/node_test_base.h"
 
@@ -129,6 +130,31 @@ TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
   EXPECT_TRUE(daemon_->identity().GetPluginInfo(Ctx().get(), {}, &info).ok())
       << "the first instance keeps its socket";
   EXPECT_EQ(info.name(), "iscsi.stagehand.dev");
+}
+
+// A publish must not hide data (a non-empty directory, a file with data) nor land inside
+// another volume's staging mount (that volume's unstage would then fail with EBUSY for good).
+TEST_F(ValidationTest, PublishNeverHidesDataNorNestsInAnotherVolume) {
+  AddLun();
+  const std::string file2 = root_ + "/lun2.img";
+  ASSERT_TRUE(MakeSparseFile(file2, 64ull << 20).ok());
+  ASSERT_TRUE(tgtd_->AddLun(tid_, 2, file2).ok());
+  auto stage_b = StageRequest("vol-b");
+  (*stage_b.mutable_volume_context())["lun"] = "2";
+  ASSERT_TRUE(Stage(StageRequest("vol-a")).ok());
+  ASSERT_TRUE(Stage(stage_b).ok());
+  const std::string full = root_ + "/full";
+  ASSERT_EQ(mkdir(full.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomically(full + "/theirs", "data", 0644).ok());
+
+  const grpc::Status hiding = Publish(PublishRequest("vol-a", full));
+  const grpc::Status nested = Publish(PublishRequest("vol-b", Staging("vol-a") + "/x"));
+
+  EXPECT_EQ(hiding.error_code(), Code::FAILED_PRECONDITION) << hiding.error_message();
+  EXPECT_EQ(ReadFileToString(full + "/theirs").value_or(""), "data");
+  EXPECT_EQ(nested.error_code(), Code::INVALID_ARGUMENT) << nested.error_message();
+  EXPECT_TRUE(Unstage("vol-a", Staging("vol-a")).ok());
+  EXPECT_TRUE(Unstage("vol-b", Staging("vol-b")).ok());
 }
 
 class MaxVolumesTest : public NodeIntegrationTest {
