@@ -393,6 +393,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   attach.initiator_name = options_.initiator_name;
   attach.runtime_dir = SessionDir(req.volume_id());
   attach.volume_id = req.volume_id();
+  attach.read_only = cap.read_only_mode;
   // The same LUN can hide behind another name or address of its portal, or another portal: the
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
@@ -563,7 +564,10 @@ absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& d
   m.fstype = cap.fs_type;
   m.options = cap.mount_flags;
   if (cap.read_only_mode) {
+    // A read-only mount still replays a dirty journal (it writes the LUN) unless told not to:
+    // a reader must not change what other readers, or a later writer, see.
     m.options.push_back("ro");
+    m.options.push_back(cap.fs_type == "xfs" ? "norecovery" : "noload");
   }
   return deps_.mounter.Mount(m);
 }

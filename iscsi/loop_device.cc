@@ -34,8 +34,9 @@ std::optional<std::string> LoopBackingFile(const std::string& device) {
   return std::string(absl::StripTrailingAsciiWhitespace(*text));
 }
 
-absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size) {
-  UniqueFd backing(open(file.c_str(), O_RDWR | O_CLOEXEC));
+absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size,
+                                             bool read_only) {
+  UniqueFd backing(open(file.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC));
   if (!backing) {
     return ErrnoStatus(errno, absl::StrCat("open LUN file '", file, "'"));
   }
@@ -57,7 +58,7 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
     loop_config config{};
     config.fd = static_cast<uint32_t>(backing.Get());
     config.block_size = block_size;
-    config.info.lo_flags = LO_FLAGS_DIRECT_IO;
+    config.info.lo_flags = LO_FLAGS_DIRECT_IO | (read_only ? LO_FLAGS_READ_ONLY : 0);
     std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), file.c_str(), LO_NAME_SIZE - 1);
     if (ioctl(loop.Get(), LOOP_CONFIGURE, &config) == 0) {
       return device;

@@ -10,10 +10,12 @@
 
 namespace stagehand::iscsi {
 
-// Attaches `file` to a free loop device with direct I/O (no double caching; see
-// shared/notes/userspace-datapath.md) and a logical block size of `block_size`.
-// Returns "/dev/loopN". Unavailable when no loop device can be had.
-absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size);
+// Attaches `file` to a free loop device with direct I/O (no double caching) and a logical
+// block size of `block_size`; with `read_only` the device refuses writes (LO_FLAGS_READ_ONLY)
+// and the file is opened read-only. Returns "/dev/loopN". Unavailable when no loop device can
+// be had.
+absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size,
+                                             bool read_only = false);
 
 // Detaches `device` if it is still backed by `expected_backing_file`. OK when the device is
 // already detached or now backs something else (it was ours and is gone).

@@ -18,6 +18,9 @@ struct AttachRequest {
   std::string initiator_name;
   std::string runtime_dir;  // Private to this volume; created by the transport.
   std::string volume_id;    // For the session's status and metrics (not a secret).
+  // The volume is staged for reading only (a reader-only access mode): a transport that can
+  // expose the LUN read-only (the userspace transport's loop device) does so.
+  bool read_only = false;
   // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
   // block device. An error fails the attach with that status, and the transport undoes only
   // what this attach made (never a session or device that was there before).

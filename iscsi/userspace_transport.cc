@@ -244,7 +244,8 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
     SH_RETURN_IF_ERROR(request.vet_identity(FromProto(status.identity())));
   }
   record.set_lun_file(status.lun_file());
-  SH_ASSIGN_OR_RETURN(std::string device, AttachLoopDevice(status.lun_file(), status.block_size()));
+  SH_ASSIGN_OR_RETURN(std::string device,
+                      AttachLoopDevice(status.lun_file(), status.block_size(), request.read_only));
   record.set_loop_device(device);
 
   Attachment a;

@@ -1,6 +1,7 @@
 // The field's data-loss bugs, each as a test: foreign data is never formatted, the wrong LUN is
 // never used, bad credentials and dead portals fail with the right code and leave nothing.
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +37,54 @@ class SafetyTest : public NodeIntegrationTest {
     close(fd);
   }
 };
+
+// A reader must not change the LUN: a read-only mount would still replay a dirty ext4 journal.
+TEST_F(SafetyTest, ReaderOnlyAccessModesNeverWriteTheLun) {
+  AddLun(64ull << 20);
+  ASSERT_TRUE(RunProcess({"mkfs.ext4", "-F", "-q", lun_file_}).ok());
+  // As after a crash of a writer: the journal needs recovery.
+  auto dirty = RunProcess({"debugfs", "-w", "-R", "feature needs_recovery", lun_file_});
+  ASSERT_TRUE(dirty.ok() && dirty->exit_code == 0) << (dirty.ok() ? dirty->output : "");
+  const std::string before = LunDigest();
+  auto req = StageRequest("vol-ro");
+  req.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_READER_ONLY);
+
+  const grpc::Status staged = Stage(req);
+  const grpc::Status unstaged = Unstage("vol-ro", Staging("vol-ro"));
+
+  EXPECT_TRUE(staged.ok()) << staged.error_message();
+  EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();
+  EXPECT_EQ(LunDigest(), before) << "staging for reading changed the LUN";
+}
+
+TEST_F(SafetyTest, AReaderOnlyBlockVolumeRefusesWrites) {
+  AddLun(64ull << 20);
+  auto req = StageRequest("vol-rb", /*block=*/true);
+  req.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::MULTI_NODE_READER_ONLY);
+  ASSERT_TRUE(Stage(req).ok());
+  auto pub = PublishRequest("vol-rb", root_ + "/dev-rb", /*block=*/true);
+  pub.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::MULTI_NODE_READER_ONLY);
+  ASSERT_TRUE(Publish(pub).ok());
+
+  const std::string before = LunDigest();
+
+  // Linux may let root open a read-only block device for writing; the write itself fails.
+  bool wrote = false;
+  const int fd = open((root_ + "/dev-rb").c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd >= 0) {
+    alignas(4096) static char block[4096] = {'x'};
+    wrote = pwrite(fd, block, sizeof(block), 0) == static_cast<ssize_t>(sizeof(block));
+    close(fd);
+  }
+
+  EXPECT_FALSE(wrote) << "a write reached the device of a reader-only volume";
+  EXPECT_EQ(LunDigest(), before);
+  EXPECT_TRUE(Unpublish("vol-rb", root_ + "/dev-rb").ok());
+  EXPECT_TRUE(Unstage("vol-rb", Staging("vol-rb")).ok());
+}
 
 TEST_F(SafetyTest, LunWithAnotherFilesystemIsNeverFormatted) {
   AddLun(320ull << 20);
