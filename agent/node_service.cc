@@ -145,7 +145,10 @@ absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl:
 }  // namespace
 
 NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
-    : deps_(std::move(deps)), options_(std::move(options)), store_(RecordsDir()) {
+    : deps_(std::move(deps)),
+      options_(std::move(options)),
+      store_(RecordsDir()),
+      format_intents_(JoinPath(options_.state_dir, "format-intents")) {
   if (!deps_.format) {
     deps_.format = [](const std::string& d, std::string_view fs) { return mounter::Format(d, fs); };
   }
@@ -184,7 +187,7 @@ std::string NodeService::SessionDir(const std::string& volume_id) const {
 }
 
 std::vector<std::string> NodeService::ReservedDirs() const {
-  return {RecordsDir(), JoinPath(options_.runtime_dir, "sessions")};
+  return {RecordsDir(), format_intents_.dir(), JoinPath(options_.runtime_dir, "sessions")};
 }
 
 absl::Status NodeService::CheckParentIsReal(const std::string& path, std::string_view field) const {
@@ -531,6 +534,29 @@ absl::StatusOr<std::optional<VolumeRecord>> NodeService::OtherVolumeOnLun(
   return std::optional<VolumeRecord>();
 }
 
+absl::Status NodeService::RecordFormatIntent(const VolumeRecord& record,
+                                             const std::string& fs_type) {
+  if (iscsi::FromProto(record.identity()).Empty()) {
+    return absl::OkStatus();  // Without an identity, a later stage could not prove the same LUN.
+  }
+  VolumeRecord intent;
+  intent.set_volume_id(record.volume_id());
+  *intent.mutable_identity() = record.identity();
+  intent.set_fs_type(fs_type);
+  return WithContext(format_intents_.Save(intent), "record the format about to start");
+}
+
+absl::StatusOr<bool> NodeService::InterruptedFormatIsOurs(const VolumeRecord& record,
+                                                          const std::string& fs_type) const {
+  SH_ASSIGN_OR_RETURN(auto intent, format_intents_.Load(record.volume_id()));
+  if (!intent.has_value() || intent->fs_type() != fs_type) {
+    return false;
+  }
+  const iscsi::LunIdentity started_on = iscsi::FromProto(intent->identity());
+  const iscsi::LunIdentity now = iscsi::FromProto(record.identity());
+  return !started_on.Empty() && !now.Empty() && iscsi::CheckSameLun(started_on, now).ok();
+}
+
 absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& device,
                                       const CapabilitySpec& cap) {
   auto step = std::chrono::steady_clock::now();
@@ -543,18 +569,35 @@ absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& d
   SH_ASSIGN_OR_RETURN(mounter::ProbeResult probe, deps_.probe.Probe(device));
   Log().debug("stage volume='{}': probe of {} took {:.1f} ms", record.volume_id(), device,
               step_ms());
-  SH_ASSIGN_OR_RETURN(mounter::FormatAction action, mounter::DecideFormat(probe, cap.fs_type));
+  absl::StatusOr<mounter::FormatAction> decision = mounter::DecideFormat(probe, cap.fs_type);
+  if (!decision.ok() && probe.kind == mounter::ProbeResult::Kind::kNotZeroed) {
+    // Data without any signature is what an mkfs cut short (kill -9, a crash) leaves: only the
+    // stage that started that format, on the same LUN, may finish it.
+    SH_ASSIGN_OR_RETURN(bool ours, InterruptedFormatIsOurs(record, cap.fs_type));
+    if (ours) {
+      Log().warn(
+          "stage volume='{}': finishing the {} format an earlier stage of this volume "
+          "started on this LUN",
+          record.volume_id(), cap.fs_type);
+      decision = mounter::FormatAction::kFormat;
+    }
+  }
+  SH_ASSIGN_OR_RETURN(mounter::FormatAction action, std::move(decision));
   if (action == mounter::FormatAction::kFormat) {
     if (cap.read_only_mode) {
       return absl::FailedPreconditionError(
           "the LUN is blank and the access mode is read-only; stage it read-write once to format "
           "it");
     }
+    SH_RETURN_IF_ERROR(RecordFormatIntent(record, cap.fs_type));
     SH_RETURN_IF_ERROR(deps_.format(device, cap.fs_type));
     record.set_formatted_by_us(true);
   } else if (!cap.read_only_mode) {
     SH_RETURN_IF_ERROR(deps_.check(device, cap.fs_type));
   }
+  // The format is complete (or was never ours to finish: the LUN holds a filesystem now).
+  SH_RETURN_IF_ERROR(WithContext(format_intents_.Remove(record.volume_id()),
+                                 "remove the record of a format in progress"));
   Log().debug("stage volume='{}': {} took {:.1f} ms", record.volume_id(),
               record.formatted_by_us() ? "format" : "check", step_ms());
   SH_RETURN_IF_ERROR(MakeDirs(record.staging_path(), 0750));

@@ -92,6 +92,15 @@ class NodeService final : public csi::v1::Node::Service {
                           const iscsi::TargetSpec& target);
   absl::Status MountStaged(state::v1::VolumeRecord& record, const std::string& device,
                            const CapabilitySpec& cap);
+  // Persists, before mkfs, that this volume starts formatting the LUN `record` identifies, so
+  // that a stage of the same volume can finish a format cut short (it leaves data without a
+  // signature, which is otherwise never formatted). Kept across unstage; removed once a
+  // filesystem is there. Nothing is recorded for a LUN without identity.
+  absl::Status RecordFormatIntent(const state::v1::VolumeRecord& record,
+                                  const std::string& fs_type);
+  // True when this volume recorded a format of `fs_type` on the very LUN `record` now holds.
+  absl::StatusOr<bool> InterruptedFormatIsOurs(const state::v1::VolumeRecord& record,
+                                               const std::string& fs_type) const;
   // OK when the staged volume is usable: stage complete, session healthy, staging mount of its
   // device in place. FailedPrecondition saying what is wrong otherwise.
   absl::Status CheckStagingLive(const state::v1::VolumeRecord& record);
@@ -120,6 +129,7 @@ class NodeService final : public csi::v1::Node::Service {
   NodeServiceDeps deps_;
   NodeServiceOptions options_;
   VolumeStore store_;
+  VolumeStore format_intents_;  // <state>/format-intents: formats started and not finished.
   VolumeLocks locks_;
   // Held from the check that no other volume uses a LUN until the record claiming it is saved,
   // so that two volumes staged at once cannot both claim it.

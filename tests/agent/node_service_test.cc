@@ -606,6 +606,54 @@ TEST_F(NodeServiceTest, TargetsInsideOrAroundAnotherVolumesPathsAreRefused) {
   EXPECT_TRUE(Publish(PublishReq("v2")).ok());
 }
 
+// mkfs killed half-way leaves data without a signature, which is never formatted: only a stage
+// of the volume that started that format, on the same LUN, may finish it.
+TEST_F(NodeServiceTest, OnlyTheVolumeThatStartedAFormatOnThisLunMayFinishIt) {
+  const mounter::ProbeResult half_made{mounter::ProbeResult::Kind::kNotZeroed, "", ""};
+  bool kill_mkfs = true;
+  NodeServiceOptions options;
+  options.node_id = "node-1";
+  options.state_dir = root_ + "/state";
+  options.runtime_dir = root_ + "/run";
+  NodeService service(
+      {transport_, mounter_, probe_,
+       [&](const std::string& d, std::string_view fs) {
+         if (std::exchange(kill_mkfs, false)) {
+           return absl::UnavailableError("mkfs.ext4 killed by signal 9");
+         }
+         formatted_.push_back(d + ":" + std::string(fs));
+         return absl::OkStatus();
+       },
+       [](const std::string&, std::string_view) { return absl::OkStatus(); }, nullptr},
+      options);
+  ASSERT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kUnavailable);
+  for (int n = 1; n <= 5; ++n) {  // Every device the stages below attach.
+    probe_.Set("/dev/fake" + std::to_string(n), half_made);
+  }
+
+  // Another volume on that LUN (v1 holds no record now) is refused; so is v1 on another LUN.
+  const absl::Status other_volume = service.Stage(StageReq("v2"));
+  transport_.SetIdentity({{"naa.60000000000000000e00000000099999"}, "other", "IET", "X"});
+  const absl::Status other_lun = service.Stage(StageReq("v1"));
+  transport_.SetIdentity({{"naa.60000000000000000e00000000010001"}, "beaf11", "IET", "X"});
+  const absl::Status finished = service.Stage(StageReq("v1"));
+
+  EXPECT_EQ(other_volume.code(), absl::StatusCode::kFailedPrecondition) << other_volume;
+  EXPECT_EQ(other_lun.code(), absl::StatusCode::kFailedPrecondition) << other_lun;
+  EXPECT_TRUE(finished.ok()) << finished;
+  EXPECT_EQ(formatted_.size(), 1u);
+  // Once finished, the record of the format is gone: data without a signature is refused again.
+  ASSERT_TRUE(service
+                  .Unstage([&] {
+                    csi::v1::NodeUnstageVolumeRequest r;
+                    r.set_volume_id("v1");
+                    r.set_staging_target_path(root_ + "/stage-v1");
+                    return r;
+                  }())
+                  .ok());
+  EXPECT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   grpc::ClientContext c1;
   csi::v1::NodeGetCapabilitiesResponse caps;
