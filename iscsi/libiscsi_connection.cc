@@ -132,14 +132,37 @@ absl::StatusOr<LunIdentity> Connection::ReadIdentity() {
     id.vendor = field(8, 16);
     id.product = field(16, 32);
   }
-  // Both pages are optional in SPC; a target that lacks one reports CHECK CONDITION.
-  if (auto page83 = Inquiry(true, 0x83); page83.ok()) {
+  // Both pages are optional in SPC: a target that lacks one says so (ILLEGAL REQUEST). Any other
+  // failure (a connection dropped during the read) is an error: an identity taken as empty
+  // would not match the recorded one and fail a healthy volume closed for good.
+  SH_ASSIGN_OR_RETURN(auto page83, OptionalVpdPage(0x83));
+  if (page83.has_value()) {
     SH_ASSIGN_OR_RETURN(id.designators, ParseDeviceIdentificationPage(*page83));
   }
-  if (auto page80 = Inquiry(true, 0x80); page80.ok()) {
+  SH_ASSIGN_OR_RETURN(auto page80, OptionalVpdPage(0x80));
+  if (page80.has_value()) {
     SH_ASSIGN_OR_RETURN(id.serial, ParseUnitSerialPage(*page80));
   }
   return id;
+}
+
+absl::StatusOr<std::optional<std::vector<uint8_t>>> Connection::OptionalVpdPage(int page) {
+  ScsiTask task(iscsi_inquiry_sync(ctx_, static_cast<int>(lun_), 1, page, 255));
+  const VpdAnswer answer =
+      task ? ClassifyVpdAnswer(true, task->status, task->sense.key) : VpdAnswer::kError;
+  switch (answer) {
+    case VpdAnswer::kData:
+      return std::optional<std::vector<uint8_t>>(
+          std::vector<uint8_t>(task->datain.data, task->datain.data + task->datain.size));
+    case VpdAnswer::kUnsupported:
+      return std::optional<std::vector<uint8_t>>();
+    case VpdAnswer::kError:
+      break;
+  }
+  const absl::Status s = MapLibiscsiError(
+      absl::StrCat("INQUIRY VPD page 0x", absl::Hex(page), " of ", what_), iscsi_get_error(ctx_));
+  // Whatever the mapping says, the identity is unknown, not different: retry the login.
+  return absl::UnavailableError(s.message());
 }
 
 absl::StatusOr<LunCapacity> Connection::ReadCapacity() {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -65,6 +66,9 @@ class Connection {
       : ctx_(ctx), lun_(lun), what_(std::move(what)) {}
 
   absl::StatusOr<std::vector<uint8_t>> Inquiry(bool evpd, int page);
+  // A VPD page the target may lack: nullopt when it says it has none (ILLEGAL REQUEST);
+  // Unavailable when the answer did not come or was anything else.
+  absl::StatusOr<std::optional<std::vector<uint8_t>>> OptionalVpdPage(int page);
 
   iscsi_context* ctx_;  // Owned.
   uint32_t lun_;

@@ -140,4 +140,20 @@ std::string DescribeIdentity(const LunIdentity& id) {
   return out;
 }
 
+VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key) {
+  constexpr int kStatusGood = 0x00;            // SCSI_STATUS_GOOD
+  constexpr int kStatusCheckCondition = 0x02;  // SCSI_STATUS_CHECK_CONDITION
+  constexpr int kSenseIllegalRequest = 0x05;   // SCSI_SENSE_ILLEGAL_REQUEST
+  if (!answered) {
+    return VpdAnswer::kError;
+  }
+  if (scsi_status == kStatusGood) {
+    return VpdAnswer::kData;
+  }
+  if (scsi_status == kStatusCheckCondition && sense_key == kSenseIllegalRequest) {
+    return VpdAnswer::kUnsupported;
+  }
+  return VpdAnswer::kError;
+}
+
 }  // namespace stagehand::iscsi

@@ -33,6 +33,18 @@ absl::StatusOr<std::vector<std::string>> ParseDeviceIdentificationPage(
 // Parses a VPD 0x80 (Unit Serial Number) page; returns the trimmed serial.
 absl::StatusOr<std::string> ParseUnitSerialPage(std::span<const uint8_t> page);
 
+// How a target answered an INQUIRY for an optional VPD page (0x83 and 0x80 are optional in SPC).
+enum class VpdAnswer {
+  kData,         // GOOD: the page is there.
+  kUnsupported,  // CHECK CONDITION with ILLEGAL REQUEST: the target has no such page.
+  kError,        // Anything else (no answer, a dropped connection, another status or sense):
+                 // nothing is known about the page, so the identity was not read.
+};
+
+// `answered`: a SCSI status came back at all; `scsi_status` and `sense_key` as libiscsi reports
+// them (SCSI_STATUS_*, SCSI_SENSE_*). Pure.
+VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key);
+
 // The first NAA or EUI designator as bare lower-case hex, or "" if there is none.
 std::string PrimaryWwn(const LunIdentity& id);
 

@@ -80,5 +80,25 @@ TEST(LunIdentityTest, SameLunComparesDesignatorsAndSerial) {
   EXPECT_EQ(PrimaryWwn(a), "60000000000000000000000000000001");
 }
 
+// Only a target that says it has no such page lacks it; a dropped connection or any other
+// failure leaves the identity unknown (retry), never empty (fail closed for good).
+TEST(LunIdentityTest, OnlyIllegalRequestMeansAVpdPageIsUnsupported) {
+  constexpr int kGood = 0x00;
+  constexpr int kCheckCondition = 0x02;
+  constexpr int kBusy = 0x08;
+  constexpr int kLibiscsiError = 0x0f000001;  // SCSI_STATUS_ERROR: the connection went away.
+  constexpr int kIllegalRequest = 0x05;
+  constexpr int kUnitAttention = 0x06;
+  constexpr int kNotReady = 0x02;
+
+  EXPECT_EQ(ClassifyVpdAnswer(true, kGood, 0), VpdAnswer::kData);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kIllegalRequest), VpdAnswer::kUnsupported);
+  EXPECT_EQ(ClassifyVpdAnswer(false, kGood, 0), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kLibiscsiError, 0), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kBusy, 0), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kUnitAttention), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kNotReady), VpdAnswer::kError);
+}
+
 }  // namespace
 }  // namespace stagehand::iscsi
