@@ -14,6 +14,7 @@
 
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "base/process.h"
 #include "base/unique_fd.h"
 #include "iscsi/fuse_lun_server.h"
 #include "iscsi/libiscsi_connection.h"
@@ -128,23 +129,26 @@ class Session {
   }
 
   absl::Status Start() {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
-    stop_fd_.Reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
     sigset_t refresh;
     sigemptyset(&refresh);
     sigaddset(&refresh, SIGUSR1);
     sigprocmask(SIG_BLOCK, &refresh, nullptr);
     refresh_fd_.Reset(signalfd(-1, &refresh, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!stop_fd_ || !refresh_fd_) {
+    if (!refresh_fd_) {
       return ErrnoStatus(errno, "signalfd");
     }
     if (config_.portals().empty()) {
       return absl::InvalidArgumentError("session config has no portal");
     }
+    // Who this process is, on disk before the login: a crash of the agent while the login
+    // runs must leave a process that the next teardown can find and stop, not a second one
+    // next to it on the same FUSE mount point.
+    status_.set_state(SessionStatus::STARTING);
+    status_.set_message("logging in");
+    status_.set_pid(getpid());
+    status_.set_start_time(ProcessStartTime(getpid()));
+    status_.set_volume_id(config_.volume_id());
+    SH_RETURN_IF_ERROR(WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600));
     LoginParams params;
     params.iqn = config_.iqn();
     params.lun = config_.lun();
@@ -185,6 +189,17 @@ class Session {
     status_.set_block_size(capacity.block_size);
 
     status_.set_volume_id(config_.volume_id());
+    // SIGTERM ends the login above at once (nothing to undo yet); from here on it is a clean
+    // stop that unmounts FUSE and logs out.
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, nullptr);
+    stop_fd_.Reset(signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!stop_fd_) {
+      return ErrnoStatus(errno, "signalfd");
+    }
     SH_ASSIGN_OR_RETURN(counters_,
                         CountersFile::Create(JoinPath(config_.runtime_dir(), "counters")));
     const std::string mountpoint = JoinPath(config_.runtime_dir(), "mnt");

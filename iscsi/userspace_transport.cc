@@ -116,33 +116,6 @@ bool IsMountPoint(const std::string& path) {
 
 }  // namespace
 
-uint64_t ProcessStartTime(int pid) {
-  auto stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) {
-    return 0;
-  }
-  // The command name (field 2) may contain spaces; fields after it follow the last ')'.
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos) {
-    return 0;
-  }
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(*stat).substr(close + 2), ' ');
-  // fields[0] is field 3 (state); starttime is field 22.
-  uint64_t start = 0;
-  if (fields.size() <= 19 || !absl::SimpleAtoi(fields[19], &start)) {
-    return 0;
-  }
-  if (!fields.empty() && fields[0] == "Z") {
-    return 0;  // A zombie has exited.
-  }
-  return start;
-}
-
-bool IsSameProcessAlive(int pid, uint64_t start_time) {
-  return pid > 0 && start_time != 0 && ProcessStartTime(pid) == start_time;
-}
-
 std::string UserspaceTransport::DefaultBinary() {
   // The lean session binary installed next to ours; else ourselves in the session role.
   const std::string self = SelfExe();
@@ -267,7 +240,9 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
     SessionStatus status;
     if (raw.ok() && status.ParseFromString(*raw) && status.pid() > 0) {
       session.set_pid(status.pid());
-      session.set_start_time(ProcessStartTime(status.pid()));
+      // The start time it wrote itself; older sessions did not: take the live one's.
+      session.set_start_time(status.start_time() != 0 ? status.start_time()
+                                                      : ProcessStartTime(status.pid()));
       session.set_lun_file(status.lun_file());
     }
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/process.h"
 #include "iscsi/session_launcher.h"
 #include "iscsi/transport.h"
 
@@ -44,10 +45,8 @@ class UserspaceTransport : public Transport {
   UserspaceTransportOptions options_;
 };
 
-// The start time of `pid` (field 22 of /proc/<pid>/stat), or 0 if it does not exist.
-uint64_t ProcessStartTime(int pid);
-
-// True when `pid` is alive and started at `start_time`.
-bool IsSameProcessAlive(int pid, uint64_t start_time);
+// Process identity (pid + start time) lives in base/process.h.
+using ::stagehand::IsSameProcessAlive;
+using ::stagehand::ProcessStartTime;
 
 }  // namespace stagehand::iscsi

@@ -1,8 +1,12 @@
 // The data path outlives the agent and survives target restarts.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +22,7 @@
 
 #include "base/file_io.h"
 #include "base/subprocess.h"
+#include "base/unique_fd.h"
 #include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
 #include "tests/integration/node_test_base.h"
@@ -246,6 +251,40 @@ TEST_F(ResilienceTest, ARepeatedStageNeverRebuildsAStagingUnderLivePublishes) {
   EXPECT_TRUE(HasContent(target + "/before", 1 << 20, 'b'));
   EXPECT_TRUE(Unpublish("vol-r", target).ok());
   EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
+}
+
+// The agent killed while a session process logs in: the session's record has no pid yet. The
+// process must still be found and stopped by the next teardown, not left running next to a
+// second session on the same FUSE mount point.
+TEST_F(ResilienceTest, ACrashDuringASessionsLoginLeavesOneSessionProcess) {
+  AddLun();
+  // A portal that accepts connections and never answers: the login hangs there.
+  UniqueFd silent(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(silent.Get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(silent.Get(), 4), 0);
+  ASSERT_EQ(getsockname(silent.Get(), reinterpret_cast<sockaddr*>(&address), &length), 0);
+  auto hanging = StageRequest("vol-l");
+  (*hanging.mutable_volume_context())["targetPortal"] =
+      "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  std::thread stage([&] { (void)Stage(hanging); });
+  // The session process has connected (the listening socket turns readable): it is logging in.
+  pollfd connected{silent.Get(), POLLIN, 0};
+  ASSERT_EQ(poll(&connected, 1, 30000), 1);
+
+  daemon_->Kill();
+  stage.join();
+  ASSERT_EQ(RunningSessionProcesses().size(), 1u);
+  ASSERT_TRUE(daemon_->Start().ok());
+  const grpc::Status staged = Stage(StageRequest("vol-l"));
+
+  EXPECT_TRUE(staged.ok()) << staged.error_message();
+  EXPECT_EQ(RunningSessionProcesses().size(), 1u) << "the hung session was not stopped";
+  EXPECT_TRUE(Unstage("vol-l", Staging("vol-l")).ok());
+  EXPECT_TRUE(RunningSessionProcesses().empty());
 }
 
 }  // namespace
