@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <span>
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
@@ -32,6 +33,10 @@ constexpr int kTickSeconds = 1;
 constexpr int kNopEveryTicks = 5;
 constexpr int kMaxNopsInFlight = 3;
 constexpr int kMaxRetriesPerRequest = 1000;
+// A LUN deleted and created again on the target (another disk under the same target and
+// number) is not always announced on that LUN (tgtd raises its unit attention on the other LUNs
+// of the nexus only): the identity is read again on the live connection this often.
+constexpr int kIdentityCheckEveryTicks = 1;
 // The kernel splits larger I/O into FUSE requests of at most this size and sends them all at
 // once, so the target works on one piece while the next is copied and on the wire (1 MiB
 // sequential writes at queue depth 1 gained a quarter; see bench/README.md). It matches the
@@ -92,6 +97,7 @@ struct FuseLunServer::Impl {
   int flap_backoff_ms = 0;
   int ticks = 0;
   size_t inflight = 0;
+  int identity_checks_in_flight = 0;  // VPD reads of the periodic identity check.
   std::deque<std::unique_ptr<IoRequest>> parked;          // Waiting for a reconnect.
   std::deque<std::unique_ptr<IoRequest>> retry_on_tick;   // Waiting for the next tick.
   std::vector<std::unique_ptr<uint8_t[]>> spare_buffers;  // Each kBufferBytes.
@@ -143,7 +149,9 @@ struct FuseLunServer::Impl {
       Fail(*r, EIO);
       return;
     }
-    if (ctx == nullptr) {
+    if (ctx == nullptr || need_reconnect) {
+      // No connection, or one about to be replaced (after a unit attention that may mean
+      // another LUN, nothing more may be sent on it): wait for the next login.
       parked.push_back(std::move(r));
       return;
     }
@@ -200,6 +208,20 @@ struct FuseLunServer::Impl {
         status == SCSI_STATUS_TASK_ABORTED ||
         (task && task->status == SCSI_STATUS_CHECK_CONDITION &&
          (task->sense.key == SCSI_SENSE_UNIT_ATTENTION || task->sense.key == SCSI_SENSE_NOT_READY));
+    // The LUN may have been reset, remapped or replaced: re-read its identity (a new login)
+    // before anything more is sent, and fail closed if it is another one.
+    const bool recheck = task && task->status == SCSI_STATUS_CHECK_CONDITION &&
+                         task->sense.key == SCSI_SENSE_UNIT_ATTENTION &&
+                         UnitAttentionMayChangeTheLun(task->sense.ascq);
+    if (recheck && ++r->retries < kMaxRetriesPerRequest) {
+      if (self->ctx != nullptr) {
+        self->RequestReconnect(absl::StrCat("the target reported a unit attention (",
+                                            scsi_sense_ascq_str(task->sense.ascq),
+                                            "); reading the LUN identity again"));
+      }
+      self->parked.push_back(std::move(r));
+      return;
+    }
     if ((connection || passing) && ++r->retries < kMaxRetriesPerRequest) {
       if (connection) {
         // While the context is being destroyed (ctx is null then), its cancelled commands
@@ -290,6 +312,51 @@ struct FuseLunServer::Impl {
     if (iscsi_readcapacity16_task(ctx, static_cast<int>(options.login.lun), done, this) ==
         nullptr) {
       RequestReconnect(absl::StrCat("cannot queue READ CAPACITY: ", iscsi_get_error(ctx)));
+    }
+  }
+
+  // Reads VPD 0x83 and 0x80 on the live connection; a LUN that answers with another identity,
+  // or reports a unit attention that may mean another LUN, gets a new login (which reads the
+  // whole identity again and fails closed on another LUN) before more I/O is sent.
+  void CheckIdentity() {
+    const int lun = static_cast<int>(options.login.lun);
+    for (int page : {0x83, 0x80}) {
+      if (iscsi_inquiry_task(ctx, lun, 1, page, 255, &OnIdentityPage, this) != nullptr) {
+        ++identity_checks_in_flight;
+      }
+    }
+  }
+
+  static void OnIdentityPage(iscsi_context*, int status, void* command_data, void* private_data) {
+    ScsiTask task(static_cast<scsi_task*>(command_data));
+    auto* self = static_cast<Impl*>(private_data);
+    --self->identity_checks_in_flight;
+    if (self->stopping || self->failed_closed || !task) {
+      return;
+    }
+    if (status != SCSI_STATUS_GOOD) {
+      if (task->status == SCSI_STATUS_CHECK_CONDITION &&
+          task->sense.key == SCSI_SENSE_UNIT_ATTENTION &&
+          UnitAttentionMayChangeTheLun(task->sense.ascq)) {
+        self->RequestReconnect(absl::StrCat("the target reported a unit attention (",
+                                            scsi_sense_ascq_str(task->sense.ascq),
+                                            "); reading the LUN identity again"));
+      }
+      return;  // Connection trouble shows on the I/O and the NOPs.
+    }
+    const std::span<const uint8_t> page(task->datain.data,
+                                        static_cast<size_t>(task->datain.size));
+    const LunIdentity& known = self->options.identity;
+    bool changed = false;
+    if (page.size() >= 2 && page[1] == 0x83) {
+      auto designators = ParseDeviceIdentificationPage(page);
+      changed = designators.ok() && *designators != known.designators;
+    } else if (page.size() >= 2 && page[1] == 0x80) {
+      auto serial = ParseUnitSerialPage(page);
+      changed = serial.ok() && *serial != known.serial;
+    }
+    if (changed && self->ctx != nullptr) {
+      self->RequestReconnect("the LUN answers with another identity; reading it again");
     }
   }
 
@@ -637,6 +704,9 @@ struct FuseLunServer::Impl {
     if (iscsi_service(ctx, 0) < 0) {
       RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(ctx)));
       return;
+    }
+    if (ticks % kIdentityCheckEveryTicks == 0 && identity_checks_in_flight == 0) {
+      CheckIdentity();
     }
     if (++ticks % kNopEveryTicks == 0) {
       if (iscsi_get_nops_in_flight(ctx) > kMaxNopsInFlight) {

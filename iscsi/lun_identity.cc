@@ -156,4 +156,9 @@ VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key) {
   return VpdAnswer::kError;
 }
 
+bool UnitAttentionMayChangeTheLun(int asc_ascq) {
+  const int asc = (asc_ascq >> 8) & 0xff;
+  return asc == 0x3f || asc == 0x29 || asc_ascq == 0x2a09;
+}
+
 }  // namespace stagehand::iscsi

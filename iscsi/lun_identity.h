@@ -45,6 +45,12 @@ enum class VpdAnswer {
 // them (SCSI_STATUS_*, SCSI_SENSE_*). Pure.
 VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key);
 
+// True for a UNIT ATTENTION after which the logical unit may not be the one it was: its
+// `asc_ascq` (ASC << 8 | ASCQ, as libiscsi reports it) is 3F/xx (inquiry data, LUN inventory,
+// operating definition changed), 29/xx (power on, reset, nexus loss) or 2A/09 (capacity data
+// changed). No command may go to the LUN before its identity was read again. Pure.
+bool UnitAttentionMayChangeTheLun(int asc_ascq);
+
 // The first NAA or EUI designator as bare lower-case hex, or "" if there is none.
 std::string PrimaryWwn(const LunIdentity& id);
 

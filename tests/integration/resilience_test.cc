@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 #include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
 #include "tests/integration/node_test_base.h"
+#include "tests/testing/dir_watch.h"
 
 namespace stagehand::testing {
 namespace {
@@ -61,6 +63,16 @@ bool HasContent(const std::string& path, size_t bytes, char fill) {
 
 class ResilienceTest : public NodeIntegrationTest {
  protected:
+  // The runtime directory of the (only) session process.
+  std::string OnlySessionDir() const {
+    const std::string sessions = daemon_->runtime_dir() + "/sessions";
+    auto out = RunProcess({"ls", sessions});
+    if (!out.ok() || out->output.empty()) {
+      return sessions;
+    }
+    return sessions + "/" + out->output.substr(0, out->output.find('\n'));
+  }
+
   // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
   void KillSessionProcess() {
     auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
@@ -217,6 +229,56 @@ TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
   EXPECT_TRUE(Unpublish("vol-swap", target).ok());
   EXPECT_TRUE(Unstage("vol-swap", Staging("vol-swap")).ok());
   (void)tgtd_->DeleteTarget(tid_);
+}
+
+// The LUN is remapped on the target while the session stays logged in: deleted and created
+// again on another backing file with another serial. The target announces it with a unit
+// attention; the session must re-read the identity before sending anything more, and fail
+// closed on the other LUN.
+TEST_F(ResilienceTest, ALunRemappedUnderALiveSessionFailsClosed) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-remap", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-remap", target, /*block=*/true)).ok());
+  const std::string other = root_ + "/other.img";
+  ASSERT_TRUE(MakeSparseFile(other, 128ull << 20).ok());
+  int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* buf = nullptr;
+  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
+  memset(buf, 'a', 4096);
+  ASSERT_EQ(pwrite(fd, buf, 4096, 0), 4096);
+
+  ASSERT_TRUE(tgtd_->RemoveLun(tid_, 1).ok());
+  ASSERT_TRUE(tgtd_->AddLun(tid_, 1, other).ok());
+  ASSERT_TRUE(tgtd_->SetLunSerial(tid_, 1, "someone-else").ok());
+  // tgtd announces the change only on the other LUNs of the nexus: the session finds out from
+  // its periodic identity check (within a second or two) and fails closed.
+  const std::string session_dir = OnlySessionDir();
+  ASSERT_TRUE(WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(30), [&] {
+    state::v1::SessionStatus status;
+    auto raw = ReadFileToString(session_dir + "/status");
+    return raw.ok() && status.ParseFromString(*raw) &&
+           status.state() == state::v1::SessionStatus::IDENTITY_MISMATCH;
+  })) << "the session did not notice the other LUN";
+  memset(buf, 'x', 4096);
+  const ssize_t wrote = pwrite(fd, buf, 4096, 4096);
+  const int err = errno;
+  free(buf);
+  close(fd);
+
+  EXPECT_EQ(wrote, -1) << "a write reached the remapped LUN";
+  EXPECT_EQ(err, EIO);
+  auto data = ReadFileToString(other);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(data->find('x'), std::string::npos) << "nothing may reach the other LUN";
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-remap", target, &stats).ok());
+  EXPECT_TRUE(stats.volume_condition().abnormal());
+  EXPECT_NE(stats.volume_condition().message().find("identity"), std::string::npos)
+      << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-remap", target).ok());
+  EXPECT_TRUE(Unstage("vol-remap", Staging("vol-remap")).ok());
 }
 
 // The kubelet repeats NodeStageVolume (for every volume after its own restart). A staging that

@@ -100,5 +100,16 @@ TEST(LunIdentityTest, OnlyIllegalRequestMeansAVpdPageIsUnsupported) {
   EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kNotReady), VpdAnswer::kError);
 }
 
+TEST(LunIdentityTest, UnitAttentionsThatMayMeanAnotherLunAreRecognised) {
+  EXPECT_TRUE(UnitAttentionMayChangeTheLun(0x3f0e));   // Reported LUNs data has changed.
+  EXPECT_TRUE(UnitAttentionMayChangeTheLun(0x3f03));   // Inquiry data has changed.
+  EXPECT_TRUE(UnitAttentionMayChangeTheLun(0x2900));   // Power on, reset or bus device reset.
+  EXPECT_TRUE(UnitAttentionMayChangeTheLun(0x2907));   // I_T nexus loss.
+  EXPECT_TRUE(UnitAttentionMayChangeTheLun(0x2a09));   // Capacity data has changed.
+  EXPECT_FALSE(UnitAttentionMayChangeTheLun(0x2a01));  // Mode parameters changed.
+  EXPECT_FALSE(UnitAttentionMayChangeTheLun(0x3807));  // Thin provisioning threshold.
+  EXPECT_FALSE(UnitAttentionMayChangeTheLun(0x0000));
+}
+
 }  // namespace
 }  // namespace stagehand::iscsi
