@@ -275,6 +275,7 @@ int RunDaemon(DaemonOptions options) {
   NodeServiceOptions node_options;
   node_options.node_id = options.node_id;
   node_options.max_volumes_per_node = options.max_volumes_per_node;
+  node_options.replacement_timeout_seconds = options.replacement_timeout;
   node_options.initiator_name = *initiator;
   node_options.state_dir = options.state_dir;
   node_options.runtime_dir = options.runtime_dir;

@@ -54,6 +54,9 @@ struct DaemonOptions {
   std::string iscsi_initiator_conf = "/etc/iscsi/initiatorname.iscsi";
   std::string log_level = "info";
   int64_t max_volumes_per_node = 0;
+  // Seconds I/O of a userspace session waits for a lost target before it fails with EIO
+  // (reconnects go on); a volume's `replacementTimeout` context key wins.
+  uint32_t replacement_timeout = 120;
 };
 
 // Runs the daemon; returns the process exit code.

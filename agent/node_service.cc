@@ -397,6 +397,8 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   attach.runtime_dir = SessionDir(req.volume_id());
   attach.volume_id = req.volume_id();
   attach.read_only = cap.read_only_mode;
+  attach.replacement_timeout_seconds =
+      target.replacement_timeout_seconds.value_or(options_.replacement_timeout_seconds);
   // The same LUN can hide behind another name or address of its portal, or another portal: the
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).

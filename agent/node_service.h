@@ -22,7 +22,8 @@ namespace stagehand::agent {
 
 struct NodeServiceOptions {
   std::string node_id;
-  int64_t max_volumes_per_node = 0;  // 0: unlimited.
+  int64_t max_volumes_per_node = 0;            // 0: unlimited.
+  uint32_t replacement_timeout_seconds = 120;  // Unless the volume context says otherwise.
   std::string initiator_name;
   std::string state_dir;    // Holds volumes/ (records).
   std::string runtime_dir;  // Holds sessions/<hash>/ of session processes.

@@ -109,6 +109,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-volumes-per-node", o.max_volumes_per_node,
                  "Reported by NodeGetInfo and enforced by NodeStageVolume; 0 = unlimited")
       ->capture_default_str();
+  app.add_option("--replacement-timeout", o.replacement_timeout,
+                 "Seconds I/O waits for a lost iSCSI connection to come back before it fails "
+                 "with EIO while reconnects go on (userspace transport; like open-iscsi's "
+                 "node.session.timeo.replacement_timeout); a volume's replacementTimeout wins")
+      ->check(CLI::Range(1u, 86400u))
+      ->capture_default_str();
   app.add_option("--log-level", o.log_level,
                  "trace, debug, info, warn, error; per component after it, e.g. "
                  "info,reconciler=debug,registration=warn (components: agent, csi, manifests, "

@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <span>
 
 #include <absl/cleanup/cleanup.h>
@@ -98,6 +100,9 @@ struct FuseLunServer::Impl {
   int ticks = 0;
   size_t inflight = 0;
   int identity_checks_in_flight = 0;  // VPD reads of the periodic identity check.
+  // Since when there is no usable connection (set when a reconnect starts, cleared on login).
+  std::optional<std::chrono::steady_clock::time_point> lost_since;
+  bool replacement_expired = false;  // lost_since is older than the replacement timeout.
   std::deque<std::unique_ptr<IoRequest>> parked;          // Waiting for a reconnect.
   std::deque<std::unique_ptr<IoRequest>> retry_on_tick;   // Waiting for the next tick.
   std::vector<std::unique_ptr<uint8_t[]>> spare_buffers;  // Each kBufferBytes.
@@ -150,6 +155,10 @@ struct FuseLunServer::Impl {
       return;
     }
     if (ctx == nullptr || need_reconnect) {
+      if (replacement_expired) {
+        Fail(*r, EIO);  // The target has been gone too long: nothing may hang on it.
+        return;
+      }
       // No connection, or one about to be replaced (after a unit attention that may mean
       // another LUN, nothing more may be sent on it): wait for the next login.
       parked.push_back(std::move(r));
@@ -344,8 +353,7 @@ struct FuseLunServer::Impl {
       }
       return;  // Connection trouble shows on the I/O and the NOPs.
     }
-    const std::span<const uint8_t> page(task->datain.data,
-                                        static_cast<size_t>(task->datain.size));
+    const std::span<const uint8_t> page(task->datain.data, static_cast<size_t>(task->datain.size));
     const LunIdentity& known = self->options.identity;
     bool changed = false;
     if (page.size() >= 2 && page[1] == 0x83) {
@@ -381,11 +389,59 @@ struct FuseLunServer::Impl {
     Publish(ServerState::kIdentityMismatch, why);
   }
 
+  // Once the connection has been gone for the replacement timeout: parked and queued requests
+  // fail with EIO, and so does every new one until a login succeeds (the reconnects go on).
+  void ExpireIfDue() {
+    if (replacement_expired || !lost_since ||
+        std::chrono::steady_clock::now() - *lost_since < options.replacement_timeout) {
+      return;
+    }
+    replacement_expired = true;
+    for (auto* queue : {&parked, &retry_on_tick}) {
+      for (auto& r : *queue) {
+        Fail(*r, EIO);
+      }
+      queue->clear();
+    }
+    Publish(ServerState::kReconnecting,
+            absl::StrCat("no connection to the target for ", options.replacement_timeout.count(),
+                         " s (replacement timeout): I/O fails with EIO until it is back; ",
+                         status.message));
+  }
+
+  // Waits `ms` for `stop_fd`; while the replacement timeout has expired, FUSE requests that come
+  // in meanwhile are answered (with EIO) instead of waiting. False when stopping or unmounted.
+  bool WaitBeforeNextLogin(int stop_fd, fuse_buf& buf, int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (true) {
+      ExpireIfDue();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return true;
+      }
+      std::array<pollfd, 2> fds{{{stop_fd, POLLIN, 0}, {fuse_session_fd(session), POLLIN, 0}}};
+      const nfds_t n = replacement_expired ? 2 : 1;
+      if (poll(fds.data(), n, static_cast<int>(left.count())) < 0 && errno != EINTR) {
+        return false;
+      }
+      if (fds[0].revents != 0) {
+        return false;
+      }
+      if (n == 2 && fds[1].revents != 0 && !ServeFuse(buf)) {
+        return false;
+      }
+    }
+  }
+
   // Logs in again, rotating through the portals, until it works, the LUN turns out to be a
   // different one, or `stop_fd` fires. Returns false when stopping.
-  bool Reconnect(int stop_fd) {
+  bool Reconnect(int stop_fd, fuse_buf& buf) {
     DestroyContext();
     need_reconnect = false;
+    if (!lost_since) {
+      lost_since = std::chrono::steady_clock::now();
+    }
     Publish(ServerState::kReconnecting,
             absl::StrCat("connection lost (", reconnect_reason, "); logging in again"));
     // A connection that drops again right after a reconnect is flapping: back off before the
@@ -393,8 +449,7 @@ struct FuseLunServer::Impl {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_reconnect < std::chrono::seconds(2)) {
       flap_backoff_ms = std::min(flap_backoff_ms == 0 ? 250 : flap_backoff_ms * 2, 5000);
-      pollfd pfd{stop_fd, POLLIN, 0};
-      if (poll(&pfd, 1, flap_backoff_ms) > 0) {
+      if (!WaitBeforeNextLogin(stop_fd, buf, flap_backoff_ms)) {
         return false;
       }
     } else {
@@ -424,6 +479,8 @@ struct FuseLunServer::Impl {
           ctx = (*conn)->ReleaseContext();
           DisableCommandTimeouts(ctx);
           last_reconnect = std::chrono::steady_clock::now();
+          lost_since.reset();
+          replacement_expired = false;
           ++status.reconnects;
           Publish(ServerState::kUp, "reconnected");
           ResubmitParked();
@@ -432,9 +489,10 @@ struct FuseLunServer::Impl {
       }
       const std::string why =
           conn.ok() ? "cannot read LUN identity" : std::string(conn.status().message());
-      Publish(ServerState::kReconnecting, absl::StrCat("reconnect failed: ", why));
-      pollfd pfd{stop_fd, POLLIN, 0};
-      if (poll(&pfd, 1, backoff_ms) > 0) {
+      Publish(ServerState::kReconnecting,
+              absl::StrCat(replacement_expired ? "I/O fails with EIO (replacement timeout); " : "",
+                           "reconnect failed: ", why));
+      if (!WaitBeforeNextLogin(stop_fd, buf, backoff_ms)) {
         return false;
       }
       backoff_ms = std::min(backoff_ms * 2, 5000);
@@ -783,7 +841,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   const int fuse_fd = fuse_session_fd(s.session);
   while (true) {
     if (s.need_reconnect && !s.failed_closed) {
-      if (!s.Reconnect(stop_fd)) {
+      if (!s.Reconnect(stop_fd, buf)) {
         break;
       }
     }

@@ -10,6 +10,7 @@
 // and resumes the parked commands only if it is the same LUN. A different LUN fails closed:
 // every request, parked or new, gets EIO, for good.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +47,10 @@ struct FuseLunServerOptions {
   DataPathCounters* counters = nullptr;
   // Called on the server thread at every state change.
   std::function<void(const ServerStatus&)> on_status;
+  // How long I/O waits for a lost connection to come back: after it, parked and new requests
+  // fail with EIO (so that nothing hangs on a target that is gone) while the reconnects go on;
+  // once a login succeeds, I/O works again.
+  std::chrono::seconds replacement_timeout{120};
 };
 
 class FuseLunServer {

@@ -212,6 +212,8 @@ class Session {
     options.mountpoint = mountpoint;
     options.counters = counters_.get();
     options.on_status = [this](const ServerStatus& s) { OnStatus(s); };
+    options.replacement_timeout = std::chrono::seconds(
+        config_.replacement_timeout_seconds() == 0 ? 120 : config_.replacement_timeout_seconds());
     SH_ASSIGN_OR_RETURN(server_, FuseLunServer::Create(std::move(options), std::move(conn)));
     status_.set_lun_file(server_->LunPath());
     status_.set_portal(params.portal.ToString());

@@ -255,6 +255,14 @@ absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::stri
     }
     spec.transport = *transport;
   }
+  if (auto timeout = Lookup(context, kReplacementTimeoutKey)) {
+    SH_ASSIGN_OR_RETURN(uint32_t seconds, ParseUint(*timeout, 86400, "'replacementTimeout'"));
+    if (seconds == 0) {
+      return absl::InvalidArgumentError(
+          "'replacementTimeout' must be at least 1 second (I/O would fail at the first blip)");
+    }
+    spec.replacement_timeout_seconds = seconds;
+  }
   SH_ASSIGN_OR_RETURN(spec.session_chap, ParseChap(secrets, "node.session.auth"));
   SH_ASSIGN_OR_RETURN(spec.discovery_chap, ParseChap(secrets, "node.sendtargets.auth"));
   return spec;

@@ -40,6 +40,8 @@ struct TargetSpec {
   std::optional<ChapCredentials> session_chap;
   std::optional<ChapCredentials> discovery_chap;
   std::string transport;  // kTransportKernel, kTransportUserspace, or "" (the node's default).
+  // `replacementTimeout` in seconds (1..86400); unset: the node's default.
+  std::optional<uint32_t> replacement_timeout_seconds;
 };
 
 // Volume-context keys.
@@ -50,6 +52,7 @@ inline constexpr char kLunKey[] = "lun";
 inline constexpr char kExpectedWwnKey[] = "expectedWWN";
 inline constexpr char kExpectedSerialKey[] = "expectedSerial";
 inline constexpr char kTransportKey[] = "transport";
+inline constexpr char kReplacementTimeoutKey[] = "replacementTimeout";
 
 // Transport names (volume_context `transport`, --iscsi-transport, SessionRecord.transport).
 inline constexpr char kTransportKernel[] = "kernel";

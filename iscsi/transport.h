@@ -21,6 +21,8 @@ struct AttachRequest {
   // The volume is staged for reading only (a reader-only access mode): a transport that can
   // expose the LUN read-only (the userspace transport's loop device) does so.
   bool read_only = false;
+  // Seconds I/O waits for a lost connection before it fails with EIO (reconnects go on).
+  uint32_t replacement_timeout_seconds = 120;
   // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
   // block device. An error fails the attach with that status, and the transport undoes only
   // what this attach made (never a session or device that was there before).

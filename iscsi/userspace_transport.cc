@@ -159,6 +159,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   }
   config.set_runtime_dir(request.runtime_dir);
   config.set_volume_id(request.volume_id);
+  config.set_replacement_timeout_seconds(request.replacement_timeout_seconds);
   config.set_expected_wwn(request.target.expected_wwn);
   config.set_expected_serial(request.target.expected_serial);
 

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -347,6 +348,50 @@ TEST_F(ResilienceTest, ACrashDuringASessionsLoginLeavesOneSessionProcess) {
   EXPECT_EQ(RunningSessionProcesses().size(), 1u) << "the hung session was not stopped";
   EXPECT_TRUE(Unstage("vol-l", Staging("vol-l")).ok());
   EXPECT_TRUE(RunningSessionProcesses().empty());
+}
+
+// A target that never comes back must not hang the host: after the volume's replacement
+// timeout, I/O fails with EIO (reconnects go on), the condition says why, and unstage finishes
+// and leaves nothing behind.
+TEST_F(ResilienceTest, ATargetGoneForGoodFailsIoAfterTheReplacementTimeoutAndStillUnstages) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  auto req = StageRequest("vol-gone");
+  (*req.mutable_volume_context())["replacementTimeout"] = "2";
+  ASSERT_TRUE(Stage(req).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-gone", target)).ok());
+  ASSERT_TRUE(WriteAndSync(target + "/before", 1 << 16, 'b'));
+
+  tgtd_->Kill();
+  auto writer = std::async(std::launch::async, [&] {
+    const int fd = open((target + "/after").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return false;
+    }
+    std::vector<char> data(1 << 16, 'a');
+    const bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
+                    fsync(fd) == 0;
+    close(fd);
+    return ok;
+  });
+  const bool finished = writer.wait_for(std::chrono::seconds(90)) == std::future_status::ready;
+  if (!finished) {
+    ASSERT_TRUE(tgtd_->Restart().ok());  // Unblocks the I/O so that the test can end.
+    writer.wait();
+  }
+
+  ASSERT_TRUE(finished) << "I/O hung on a target that is gone";
+  EXPECT_FALSE(writer.get()) << "I/O to a target that is gone must fail";
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-gone", target, &stats).ok());
+  EXPECT_TRUE(stats.volume_condition().abnormal());
+  EXPECT_NE(stats.volume_condition().message().find("replacement timeout"), std::string::npos)
+      << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-gone", target).ok());
+  const grpc::Status unstaged = Unstage("vol-gone", Staging("vol-gone"));
+  EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();
+  EXPECT_TRUE(RunningSessionProcesses().empty());
+  ASSERT_TRUE(tgtd_->Restart().ok());  // For the next tests of the suite.
 }
 
 }  // namespace

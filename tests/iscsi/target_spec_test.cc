@@ -84,6 +84,21 @@ TEST(ParseTargetSpecTest, ParsesFullContext) {
   EXPECT_FALSE(spec->discovery_chap.has_value());
 }
 
+TEST(ParseTargetSpecTest, ReplacementTimeoutIsSecondsFromOneToADay) {
+  auto with = [](const std::string& v) {
+    return ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}, {"replacementTimeout", v}}, {});
+  };
+
+  ASSERT_THAT(with("30"), IsOk());
+  EXPECT_EQ(with("30")->replacement_timeout_seconds, 30u);
+  EXPECT_FALSE(ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}}, {})
+                   ->replacement_timeout_seconds.has_value());
+  EXPECT_THAT(with("0"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(with("86401"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("replacementTimeout")));
+  EXPECT_THAT(with("2m"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(ParseTargetSpecTest, MissingOrBadFieldsAreInvalidArgumentNamingTheKey) {
   EXPECT_THAT(ParseTargetSpec({{"iqn", kIqn}}, {}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("targetPortal")));
