@@ -35,6 +35,7 @@ void ToProto(const reconciler::ReconcilerStatus& status, v1::ListVolumesResponse
     p->set_manifest_error(v.manifest_error);
     p->set_blocked(v.blocked);
     p->set_last_error(v.last_error);
+    p->set_condition(v.condition);
     p->set_attempts(v.attempts);
     if (v.next_retry) {
       p->set_next_retry(FormatRfc3339(*v.next_retry));
@@ -79,6 +80,9 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
         response->set_volumes_failing(response->volumes_failing() + 1);
         response->add_problems(absl::StrCat(
             "volume '", v.name, "': ", v.last_error.empty() ? v.blocked : v.last_error));
+      } else if (!v.condition.empty()) {
+        response->set_volumes_failing(response->volumes_failing() + 1);
+        response->add_problems(absl::StrCat("volume '", v.name, "' is abnormal: ", v.condition));
       }
       if (!v.manifest_error.empty()) {
         (*response->mutable_manifest_errors())[v.manifest_file] = v.manifest_error;

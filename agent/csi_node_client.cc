@@ -190,6 +190,10 @@ absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
     }
   }
   out.abnormal = response.has_volume_condition() && response.volume_condition().abnormal();
+  if (out.abnormal) {
+    out.condition_message = response.volume_condition().message();
+  }
+  out.answered = true;
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <random>
 
 #include <absl/strings/str_cat.h>
@@ -301,7 +302,7 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   return out;
 }
 
-StatsCollector::StatsCollector(Options options, const reconciler::Reconciler& reconciler,
+StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconciler,
                                RegistryDriverDirectory& drivers, AgentCollectable& sink)
     : options_(options), reconciler_(reconciler), drivers_(drivers), sink_(sink) {
   loop_ = std::jthread([this](const std::stop_token& token) {
@@ -368,6 +369,22 @@ void StatsCollector::CollectOnce() {
     for (int i = 0; i < n; ++i) {
       threads.emplace_back(worker);
     }
+  }
+  // A dead data path must show where people look (agent status, volumes), not only in the
+  // stats: every volume with an answer gets its condition (abnormal if any target is).
+  std::map<std::string, std::string> conditions;  // Volume -> abnormal message ("" healthy).
+  for (const auto& s : work) {
+    if (!s.answered) {
+      continue;
+    }
+    auto it = conditions.try_emplace(s.volume, "").first;
+    if (s.abnormal && it->second.empty()) {
+      it->second =
+          s.condition_message.empty() ? "the driver reports it abnormal" : s.condition_message;
+    }
+  }
+  for (const auto& [volume, condition] : conditions) {
+    reconciler_.ReportCondition(volume, condition);
   }
   sink_.SetVolumeStats(std::move(work));
 }

@@ -76,6 +76,8 @@ struct VolumeStatsSample {
   int64_t inodes_free = -1;
   int64_t inodes_used = -1;
   bool abnormal = false;
+  std::string condition_message;  // The driver's volume condition message, when abnormal.
+  bool answered = false;          // NodeGetVolumeStats succeeded (the fields above are real).
 };
 
 // Builds the state metrics at scrape time. Thread-safe. Pointers may be null (Kubernetes mode has
@@ -107,7 +109,8 @@ class StatsCollector {
     std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
   };
 
-  StatsCollector(Options options, const reconciler::Reconciler& reconciler,
+  // Each round also tells `reconciler` the condition of every volume it could ask about.
+  StatsCollector(Options options, reconciler::Reconciler& reconciler,
                  RegistryDriverDirectory& drivers, AgentCollectable& sink);
   ~StatsCollector();
   StatsCollector(const StatsCollector&) = delete;
@@ -118,7 +121,7 @@ class StatsCollector {
 
  private:
   Options options_;
-  const reconciler::Reconciler& reconciler_;
+  reconciler::Reconciler& reconciler_;
   RegistryDriverDirectory& drivers_;
   AgentCollectable& sink_;
   std::jthread loop_;

@@ -28,6 +28,9 @@ std::string VolumeProblem(const agent::v1::Volume& v) {
   if (!v.last_error().empty()) {
     return v.last_error();
   }
+  if (!v.condition().empty()) {
+    return "abnormal: " + v.condition();
+  }
   if (!v.manifest_error().empty()) {
     return "manifest: " + v.manifest_error();
   }

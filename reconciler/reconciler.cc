@@ -242,6 +242,16 @@ void Reconciler::DesiredComplete() {
   Changed();
 }
 
+void Reconciler::ReportCondition(const std::string& name, const std::string& abnormal) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end() || it->second.condition == abnormal) {
+    return;
+  }
+  it->second.condition = abnormal;
+  Changed();
+}
+
 void Reconciler::Poke() {
   std::lock_guard lock(mu_);
   MarkAllDirty();
@@ -681,6 +691,7 @@ VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) c
     v.in_flight = entry->in_flight ? OpKindName(entry->in_flight_op.kind) : "";
     v.blocked = entry->blocked;
     v.last_error = entry->last_error;
+    v.condition = entry->condition;
     v.attempts = entry->schedule ? entry->schedule->failures() : 0;
     v.next_retry = entry->next_retry;
   }

@@ -74,7 +74,8 @@ struct VolumeStatus {
   std::string manifest_error;  // The manifest is broken (the last good spec still applies).
   std::string blocked;         // Why it waits (driver missing, immutable field changed, ...).
   std::string last_error;
-  int attempts = 0;  // Consecutive failures of the current operation.
+  std::string condition;  // The driver reports the volume abnormal: why (ReportCondition).
+  int attempts = 0;       // Consecutive failures of the current operation.
   std::optional<std::chrono::system_clock::time_point> next_retry;
 };
 
@@ -111,6 +112,10 @@ class Reconciler {
   // Re-plans every volume now (a driver registered or changed health; a test moved the clock).
   void Poke();
 
+  // What the driver last said of the volume's health (NodeGetVolumeStats): `abnormal` is why
+  // it is abnormal, empty when healthy. Shown in its status; unknown volumes are ignored.
+  void ReportCondition(const std::string& name, const std::string& abnormal);
+
   ReconcilerStatus Status() const;
   // Bumped on every change of the status; cheap (also a liveness check of the loop's lock).
   uint64_t Generation() const;
@@ -129,6 +134,7 @@ class Reconciler {
     std::unique_ptr<RetrySchedule> schedule;
     std::string last_error;
     std::string blocked;
+    std::string condition;  // ReportCondition.
     std::optional<std::chrono::system_clock::time_point> next_retry;
   };
 

@@ -145,6 +145,23 @@ TEST_F(ReconcilerTest, StagesThenPublishesADeclaredVolume) {
   EXPECT_EQ(Find(status, "v1")->staging_path, kStaging);
 }
 
+TEST_F(ReconcilerTest, AReportedConditionIsShownUntilTheVolumeIsHealthyAgain) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  auto published = WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+
+  reconciler_->ReportCondition("v1", "iSCSI session process is not running");
+  reconciler_->ReportCondition("nobody", "ignored");
+  auto abnormal = reconciler_->Status();
+  reconciler_->ReportCondition("v1", "");
+
+  EXPECT_GT(abnormal.generation, published.generation) << "watchers are woken";
+  EXPECT_EQ(Find(abnormal, "v1")->condition, "iSCSI session process is not running");
+  EXPECT_EQ(Find(abnormal, "nobody"), nullptr);
+  EXPECT_EQ(Find(reconciler_->Status(), "v1")->condition, "");
+}
+
 TEST_F(ReconcilerTest, RemovingTheManifestUnpublishesEveryTargetThenUnstages) {
   StartReconciler();
   reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}, {"/srv/b", false}}));
