@@ -1,0 +1,182 @@
+// A soak test of the built-in driver against a real tgtd: rounds of stage, publish, write with
+// fsync, a random fault, repeated calls, unpublish and unstage. After every round: every file
+// written with fsync so far reads back, and nothing is left (mounts, loop devices, session
+// processes, volume records). The faults are the ones the field's data-loss bugs come from:
+// the agent SIGKILLed, the session process SIGKILLed, a target outage shorter than the
+// replacement timeout (I/O goes on), and one longer (I/O fails, nothing hangs).
+//
+// SH_SOAK_ROUNDS (default 8) and SH_SOAK_SEED (default 1) pick the rounds; a failure prints the
+// seed and round so that it can be replayed.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/subprocess.h"
+#include "iscsi/userspace_transport.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using Code = grpc::StatusCode;
+
+enum class Fault { kNone, kAgentKill, kSessionKill, kShortOutage, kLongOutage };
+
+const char* FaultName(Fault f) {
+  switch (f) {
+    case Fault::kNone:
+      return "none";
+    case Fault::kAgentKill:
+      return "agent SIGKILL";
+    case Fault::kSessionKill:
+      return "session SIGKILL";
+    case Fault::kShortOutage:
+      return "target outage shorter than the replacement timeout";
+    case Fault::kLongOutage:
+      return "target outage longer than the replacement timeout";
+  }
+  return "?";
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = getenv(name);  // NOLINT(concurrency-mt-unsafe): test setup, one thread.
+  return v != nullptr ? atoi(v) : fallback;
+}
+
+// Writes `content` to `path` and fsyncs it; false on any error (a fault may make it fail).
+bool WriteDurably(const std::string& path, const std::string& content) {
+  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  const bool ok =
+      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+      fsync(fd) == 0;
+  return close(fd) == 0 && ok;
+}
+
+class SoakTest : public NodeIntegrationTest {
+ protected:
+  // Round timeouts are short so that a long outage is quick; the session reconnects meanwhile.
+  csi::v1::NodeStageVolumeRequest Request() const {
+    auto req = StageRequest("vol-soak");
+    (*req.mutable_volume_context())["replacementTimeout"] = "2";
+    return req;
+  }
+
+  void KillSessionProcess() {
+    for (int pid : RunningSessionProcesses()) {
+      kill(pid, SIGKILL);
+      while (iscsi::ProcessStartTime(pid) != 0) {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  // The volume's records directory holds no record.
+  bool NoRecords() const {
+    auto out = RunProcess({"find", daemon_->state_dir() + "/volumes", "-name", "*.json"});
+    return !out.ok() || out->output.empty();
+  }
+};
+
+TEST_F(SoakTest, RandomFaultsNeverLoseSyncedDataNorLeaveAnythingBehind) {
+  AddLun(64ull << 20);
+  const int rounds = EnvInt("SH_SOAK_ROUNDS", 8);
+  const int seed = EnvInt("SH_SOAK_SEED", 1);
+  std::mt19937 random(static_cast<uint32_t>(seed));
+  const std::string target = root_ + "/pod";
+  std::vector<std::pair<std::string, std::string>> durable;  // File name, content.
+
+  for (int round = 0; round < rounds; ++round) {
+    const auto fault = static_cast<Fault>(random() % 5);
+    SCOPED_TRACE(::testing::Message()
+                 << "seed " << seed << " round " << round << " fault " << FaultName(fault));
+    // Stage and publish, each asked twice (the kubelet repeats calls).
+    for (int i = 0; i < 2; ++i) {
+      const grpc::Status s = Stage(Request());
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+    for (int i = 0; i < 2; ++i) {
+      const grpc::Status s = Publish(PublishRequest("vol-soak", target));
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+    for (const auto& [name, content] : durable) {
+      EXPECT_EQ(ReadFileToString(target + "/" + name).value_or("<missing>"), content) << name;
+    }
+    const std::string name = "round-" + std::to_string(round);
+    const std::string content(4096 + (random() % 65536), static_cast<char>('a' + round % 26));
+    ASSERT_TRUE(WriteDurably(target + "/" + name, content));
+    durable.emplace_back(name, content);
+
+    switch (fault) {
+      case Fault::kNone:
+        break;
+      case Fault::kAgentKill:
+        daemon_->Kill();
+        ASSERT_TRUE(daemon_->Start().ok());
+        // A restarted agent adopts the live session: a repeated stage and publish are no-ops.
+        EXPECT_TRUE(Stage(Request()).ok());
+        EXPECT_TRUE(Publish(PublishRequest("vol-soak", target)).ok());
+        break;
+      case Fault::kSessionKill:
+        KillSessionProcess();
+        // A repeated stage must not rebuild the staging under the live publish.
+        EXPECT_EQ(Stage(Request()).error_code(), Code::FAILED_PRECONDITION);
+        break;
+      case Fault::kShortOutage: {
+        ASSERT_TRUE(tgtd_->Restart().ok());
+        EXPECT_TRUE(WriteDurably(target + "/" + name + "-after", content))
+            << "I/O must go on after a short outage";
+        durable.emplace_back(name + "-after", content);
+        break;
+      }
+      case Fault::kLongOutage: {
+        tgtd_->Kill();
+        auto io = std::async(std::launch::async,
+                             [&] { return WriteDurably(target + "/lost-" + name, content); });
+        const bool finished = io.wait_for(std::chrono::seconds(90)) == std::future_status::ready;
+        ASSERT_TRUE(tgtd_->Restart().ok());
+        ASSERT_TRUE(finished) << "I/O hung on a target that is gone";
+        EXPECT_FALSE(io.get()) << "I/O to a target that is gone must fail";
+        break;
+      }
+    }
+
+    // Tear down, each call asked twice.
+    for (int i = 0; i < 2; ++i) {
+      const grpc::Status s = Unpublish("vol-soak", target);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+    for (int i = 0; i < 2; ++i) {
+      const grpc::Status s = Unstage("vol-soak", Staging("vol-soak"));
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+    ASSERT_TRUE(Leftovers(root_).empty()) << ::testing::PrintToString(Leftovers(root_));
+    ASSERT_TRUE(RunningSessionProcesses().empty());
+    ASSERT_TRUE(NoRecords());
+  }
+  // The data of the last round, once more on a fresh stage.
+  ASSERT_TRUE(Stage(Request()).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-soak", target)).ok());
+  for (const auto& [name, content] : durable) {
+    EXPECT_EQ(ReadFileToString(target + "/" + name).value_or("<missing>"), content) << name;
+  }
+  EXPECT_TRUE(Unpublish("vol-soak", target).ok());
+  EXPECT_TRUE(Unstage("vol-soak", Staging("vol-soak")).ok());
+}
+
+}  // namespace
+}  // namespace stagehand::testing
