@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,6 +85,46 @@ TEST_F(SafetyTest, AReaderOnlyBlockVolumeRefusesWrites) {
   EXPECT_EQ(LunDigest(), before);
   EXPECT_TRUE(Unpublish("vol-rb", root_ + "/dev-rb").ok());
   EXPECT_TRUE(Unstage("vol-rb", Staging("vol-rb")).ok());
+}
+
+// An mkfs killed half-way leaves data without a signature, which is never formatted: only a
+// stage of the volume that started that format, on the same LUN, may finish it. The first stage
+// runs an `mkfs.ext4` that writes what a cut-short format leaves on the real LUN and then dies
+// by SIGKILL; everything else is real.
+TEST_F(SafetyTest, AnInterruptedFormatIsFinishedOnlyByTheVolumeThatStartedIt) {
+  AddLun(64ull << 20);
+  const std::string bin = root_ + "/bin";
+  ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomically(bin + "/mkfs.ext4",
+                                  "#!/bin/sh\n"
+                                  "for dev; do :; done\n"
+                                  "dd if=/dev/urandom of=\"$dev\" bs=4096 count=64 seek=256 "
+                                  "oflag=direct conv=notrunc 2>/dev/null\n"
+                                  "kill -9 $$\n",
+                                  0755)
+                  .ok());
+  auto restart = [&](const std::string& path) {
+    daemon_->Kill();
+    const std::string saved = getenv("PATH");  // NOLINT(concurrency-mt-unsafe): test only.
+    setenv("PATH", path.c_str(), 1);           // NOLINT(concurrency-mt-unsafe): test only.
+    daemon_ = std::make_unique<StagehandDaemon>(root_);
+    const absl::Status started = daemon_->Start();
+    setenv("PATH", saved.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test only.
+    return started;
+  };
+  const std::string path = getenv("PATH");  // NOLINT(concurrency-mt-unsafe): test only.
+  ASSERT_TRUE(restart(bin + ":" + path).ok());
+  ASSERT_FALSE(Stage(StageRequest("vol-f")).ok()) << "the format was killed";
+  ASSERT_TRUE(restart(path).ok());
+
+  const grpc::Status other_volume = Stage(StageRequest("vol-g"));
+  const grpc::Status finished = Stage(StageRequest("vol-f"));
+
+  EXPECT_EQ(other_volume.error_code(), Code::FAILED_PRECONDITION) << other_volume.error_message();
+  EXPECT_TRUE(finished.ok()) << finished.error_message();
+  EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
+  EXPECT_TRUE(Stage(StageRequest("vol-g")).ok()) << "a formatted LUN is simply mounted";
+  EXPECT_TRUE(Unstage("vol-g", Staging("vol-g")).ok());
 }
 
 TEST_F(SafetyTest, LunWithAnotherFilesystemIsNeverFormatted) {
