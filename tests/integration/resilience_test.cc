@@ -27,6 +27,7 @@
 #include "base/unique_fd.h"
 #include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
+#include "tests/integration/iscsi_proxy.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/testing/dir_watch.h"
 
@@ -392,6 +393,45 @@ TEST_F(ResilienceTest, ATargetGoneForGoodFailsIoAfterTheReplacementTimeoutAndSti
   EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();
   EXPECT_TRUE(RunningSessionProcesses().empty());
   ASSERT_TRUE(tgtd_->Restart().ok());  // For the next tests of the suite.
+}
+
+// One dropped connection during a reconnect's identity read: a transport error is a failed
+// login, retried; it used to read as "page not supported", the empty identity mismatched and the
+// healthy volume failed closed for good.
+TEST_F(ResilienceTest, AConnectionDroppedDuringTheIdentityReadIsRetriedNotFailedClosed) {
+  AddLun();
+  IscsiProxy proxy;
+  ASSERT_TRUE(proxy.Start(tgtd_->port()).ok());
+  const std::string target = root_ + "/pod1";
+  auto req = StageRequest("vol-drop", /*block=*/true);
+  (*req.mutable_volume_context())["targetPortal"] = proxy.portal();
+  ASSERT_TRUE(Stage(req).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-drop", target, /*block=*/true)).ok());
+
+  proxy.DropAtVpdInquiryOfNextConnection(0x83);
+  proxy.DropAll();
+  const std::string session_dir = OnlySessionDir();
+  state::v1::SessionStatus status;
+  const bool settled = WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(60), [&] {
+    auto raw = ReadFileToString(session_dir + "/status");
+    return raw.ok() && status.ParseFromString(*raw) &&
+           ((status.state() == state::v1::SessionStatus::UP && status.reconnects() >= 1) ||
+            status.state() == state::v1::SessionStatus::IDENTITY_MISMATCH);
+  });
+
+  ASSERT_TRUE(settled) << status.DebugString();
+  EXPECT_EQ(status.state(), state::v1::SessionStatus::UP) << status.message();
+  EXPECT_GE(proxy.connections(), 3) << "the first, the one dropped at the identity read, the next";
+  const int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* buf = nullptr;
+  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
+  memset(buf, 'd', 4096);
+  EXPECT_EQ(pwrite(fd, buf, 4096, 0), 4096) << "I/O works after the retried login";
+  free(buf);
+  close(fd);
+  EXPECT_TRUE(Unpublish("vol-drop", target).ok());
+  EXPECT_TRUE(Unstage("vol-drop", Staging("vol-drop")).ok());
 }
 
 }  // namespace
