@@ -279,4 +279,32 @@ std::vector<std::string> Leftovers(const std::string& root) {
   return out;
 }
 
+bool WriteDurably(const std::string& path, const std::string& content) {
+  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  const bool ok =
+      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+      fsync(fd) == 0;
+  return close(fd) == 0 && ok;
+}
+
+int WriteBlockDirect(const std::string& device, off_t offset, char fill) {
+  const int fd = open(device.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) {
+    return errno;
+  }
+  void* buf = nullptr;
+  if (posix_memalign(&buf, 4096, 4096) != 0) {
+    close(fd);
+    return ENOMEM;
+  }
+  memset(buf, fill, 4096);
+  const int err = pwrite(fd, buf, 4096, offset) == 4096 ? 0 : (errno != 0 ? errno : EIO);
+  free(buf);
+  close(fd);
+  return err;
+}
+
 }  // namespace stagehand::testing

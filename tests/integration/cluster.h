@@ -73,6 +73,14 @@ std::vector<std::string> Leftovers(const std::string& root);
 // Session processes of the binary under test that are still running, anywhere.
 std::vector<int> RunningSessionProcesses();
 
+// Writes `content` to `path` and fsyncs it; false on any error (a fault under test may make it
+// fail, so it does not fail the test by itself).
+bool WriteDurably(const std::string& path, const std::string& content);
+
+// Writes 4096 bytes of `fill` at `offset` of the block device `device` with O_DIRECT. Returns 0,
+// or the errno of what failed.
+int WriteBlockDirect(const std::string& device, off_t offset, char fill);
+
 // Creates a sparse file of `bytes`.
 absl::Status MakeSparseFile(const std::string& path, uint64_t bytes);
 

@@ -75,6 +75,24 @@ class ResilienceTest : public NodeIntegrationTest {
     return sessions + "/" + out->output.substr(0, out->output.find('\n'));
   }
 
+  // A volume that failed closed on another LUN: a write through `device` fails with EIO, nothing
+  // of it reaches `other_lun_file`, the volume condition names the identity, and it still
+  // unpublishes and unstages.
+  void ExpectFailedClosed(const std::string& volume_id, const std::string& device,
+                          const std::string& other_lun_file) {
+    EXPECT_EQ(WriteBlockDirect(device, 4096, 'x'), EIO) << "I/O to a different LUN must fail";
+    auto data = ReadFileToString(other_lun_file);
+    ASSERT_TRUE(data.ok());
+    EXPECT_EQ(data->find('x'), std::string::npos) << "nothing may reach the other LUN";
+    csi::v1::NodeGetVolumeStatsResponse stats;
+    ASSERT_TRUE(Stats(volume_id, device, &stats).ok());
+    EXPECT_TRUE(stats.volume_condition().abnormal());
+    EXPECT_NE(stats.volume_condition().message().find("identity"), std::string::npos)
+        << stats.volume_condition().message();
+    EXPECT_TRUE(Unpublish(volume_id, device).ok());
+    EXPECT_TRUE(Unstage(volume_id, Staging(volume_id)).ok());
+  }
+
   // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
   void KillSessionProcess() {
     auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
@@ -208,28 +226,8 @@ TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
   // The target comes back with another LUN under the same name and number (a reused LUN id).
   ASSERT_TRUE(tgtd_->RestartEmpty().ok());
   ASSERT_TRUE(tgtd_->AddTargetWithSerial(tid_, Iqn(), 1, other, "someone-else").ok());
-  int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  void* buf = nullptr;
-  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
-  memset(buf, 'x', 4096);
-  const ssize_t wrote = pwrite(fd, buf, 4096, 0);
-  const int err = errno;
-  free(buf);
-  close(fd);
 
-  EXPECT_EQ(wrote, -1) << "I/O to a different LUN must fail";
-  EXPECT_EQ(err, EIO);
-  auto data = ReadFileToString(other);
-  ASSERT_TRUE(data.ok());
-  EXPECT_EQ(data->find('x'), std::string::npos) << "nothing may reach the other LUN";
-  csi::v1::NodeGetVolumeStatsResponse stats;
-  ASSERT_TRUE(Stats("vol-swap", target, &stats).ok());
-  EXPECT_TRUE(stats.volume_condition().abnormal());
-  EXPECT_NE(stats.volume_condition().message().find("identity"), std::string::npos)
-      << stats.volume_condition().message();
-  EXPECT_TRUE(Unpublish("vol-swap", target).ok());
-  EXPECT_TRUE(Unstage("vol-swap", Staging("vol-swap")).ok());
+  ExpectFailedClosed("vol-swap", target, other);
   (void)tgtd_->DeleteTarget(tid_);
 }
 
@@ -244,12 +242,7 @@ TEST_F(ResilienceTest, ALunRemappedUnderALiveSessionFailsClosed) {
   ASSERT_TRUE(Publish(PublishRequest("vol-remap", target, /*block=*/true)).ok());
   const std::string other = root_ + "/other.img";
   ASSERT_TRUE(MakeSparseFile(other, 128ull << 20).ok());
-  int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  void* buf = nullptr;
-  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
-  memset(buf, 'a', 4096);
-  ASSERT_EQ(pwrite(fd, buf, 4096, 0), 4096);
+  ASSERT_EQ(WriteBlockDirect(target, 0, 'a'), 0);
 
   ASSERT_TRUE(tgtd_->RemoveLun(tid_, 1).ok());
   ASSERT_TRUE(tgtd_->AddLun(tid_, 1, other).ok());
@@ -263,24 +256,8 @@ TEST_F(ResilienceTest, ALunRemappedUnderALiveSessionFailsClosed) {
     return raw.ok() && status.ParseFromString(*raw) &&
            status.state() == state::v1::SessionStatus::IDENTITY_MISMATCH;
   })) << "the session did not notice the other LUN";
-  memset(buf, 'x', 4096);
-  const ssize_t wrote = pwrite(fd, buf, 4096, 4096);
-  const int err = errno;
-  free(buf);
-  close(fd);
 
-  EXPECT_EQ(wrote, -1) << "a write reached the remapped LUN";
-  EXPECT_EQ(err, EIO);
-  auto data = ReadFileToString(other);
-  ASSERT_TRUE(data.ok());
-  EXPECT_EQ(data->find('x'), std::string::npos) << "nothing may reach the other LUN";
-  csi::v1::NodeGetVolumeStatsResponse stats;
-  ASSERT_TRUE(Stats("vol-remap", target, &stats).ok());
-  EXPECT_TRUE(stats.volume_condition().abnormal());
-  EXPECT_NE(stats.volume_condition().message().find("identity"), std::string::npos)
-      << stats.volume_condition().message();
-  EXPECT_TRUE(Unpublish("vol-remap", target).ok());
-  EXPECT_TRUE(Unstage("vol-remap", Staging("vol-remap")).ok());
+  ExpectFailedClosed("vol-remap", target, other);
 }
 
 // The kubelet repeats NodeStageVolume (for every volume after its own restart). A staging that
@@ -422,14 +399,7 @@ TEST_F(ResilienceTest, AConnectionDroppedDuringTheIdentityReadIsRetriedNotFailed
   ASSERT_TRUE(settled) << status.DebugString();
   EXPECT_EQ(status.state(), state::v1::SessionStatus::UP) << status.message();
   EXPECT_GE(proxy.connections(), 3) << "the first, the one dropped at the identity read, the next";
-  const int fd = open(target.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  void* buf = nullptr;
-  ASSERT_EQ(posix_memalign(&buf, 4096, 4096), 0);
-  memset(buf, 'd', 4096);
-  EXPECT_EQ(pwrite(fd, buf, 4096, 0), 4096) << "I/O works after the retried login";
-  free(buf);
-  close(fd);
+  EXPECT_EQ(WriteBlockDirect(target, 0, 'd'), 0) << "I/O works after the retried login";
   EXPECT_TRUE(Unpublish("vol-drop", target).ok());
   EXPECT_TRUE(Unstage("vol-drop", Staging("vol-drop")).ok());
 }

@@ -55,18 +55,6 @@ int EnvInt(const char* name, int fallback) {
   return v != nullptr ? atoi(v) : fallback;
 }
 
-// Writes `content` to `path` and fsyncs it; false on any error (a fault may make it fail).
-bool WriteDurably(const std::string& path, const std::string& content) {
-  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return false;
-  }
-  const bool ok =
-      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
-      fsync(fd) == 0;
-  return close(fd) == 0 && ok;
-}
-
 class SoakTest : public NodeIntegrationTest {
  protected:
   // Round timeouts are short so that a long outage is quick; the session reconnects meanwhile.

@@ -47,18 +47,6 @@ class PrivateNamespaceEnvironment : public ::testing::Environment {
 
 const auto* const kNamespace = ::testing::AddGlobalTestEnvironment(new PrivateNamespaceEnvironment);
 
-bool WriteAndSync(const std::string& path, const std::string& content) {
-  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return false;
-  }
-  const bool ok =
-      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
-      fsync(fd) == 0;
-  close(fd);
-  return ok;
-}
-
 class SystemdSessionTest : public NodeIntegrationTest {
  protected:
   static void SetUpTestSuite() {
@@ -146,7 +134,7 @@ TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingS
   daemon_->Stop();
   EXPECT_TRUE(iscsi::IsSameProcessAlive(session.pid(), session.start_time()))
       << "the session process must survive the agent's unit";
-  EXPECT_TRUE(WriteAndSync(target + "/while-agent-stopped", std::string(1 << 20, 's')))
+  EXPECT_TRUE(WriteDurably(target + "/while-agent-stopped", std::string(1 << 20, 's')))
       << "I/O must continue while the agent's unit is stopped";
 
   ASSERT_TRUE(daemon_->Start().ok());
