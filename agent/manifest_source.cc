@@ -100,6 +100,7 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
   } else {
     // A typo in --manifest-dir or a config volume not mounted yet must not read as "nothing is
     // declared": that would tear every volume down.
+    source->hold_if_empty_ = true;
     source->SetProblem(absl::StrCat("manifest directory '", source->dir_,
                                     "' does not exist; the volumes stagehand manages stay as "
                                     "they are until it does (create it, or fix --manifest-dir)"));
@@ -205,6 +206,8 @@ void ManifestSource::HandleEvents() {
         continue;  // The second half of a rename handled above.
       } else if (!IsManifestName(name)) {
         continue;
+      } else if (hold_if_empty_) {
+        Rescan();  // The first manifest in a directory that came back empty: list it whole.
       } else if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
         Remove(name);
       } else if ((event->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0) {
@@ -222,15 +225,22 @@ std::optional<std::string> ManifestSource::Problem() const {
 }
 
 void ManifestSource::SetProblem(std::optional<std::string> problem) {
+  {
+    std::lock_guard lock(problem_mu_);
+    if (problem_ == problem) {
+      return;
+    }
+    problem_ = problem;
+  }
   if (problem) {
     Log().error("{}", *problem);
   }
-  std::lock_guard lock(problem_mu_);
-  problem_ = std::move(problem);
+  listener_.OnProblem(problem);
 }
 
 void ManifestSource::DirLost() {
   (void)inotify_rm_watch(inotify_.Get(), std::exchange(dir_watch_, -1));
+  hold_if_empty_ = hold_if_empty_ || !files_.empty();
   SetProblem(absl::StrCat("manifest directory '", dir_,
                           "' was moved away or removed; its volumes stay as declared until it "
                           "is back (then files that are gone count as removed)"));
@@ -268,6 +278,16 @@ void ManifestSource::Rescan() {
     }
   }
   dir.reset();
+  if (present.empty() && hold_if_empty_) {
+    // Back (or there at last) but empty: most likely on its way (`mkdir` before the files are
+    // copied in), not a wish to tear every volume down. Nothing counts as undeclared until the
+    // first manifest shows up.
+    SetProblem(absl::StrCat("manifest directory '", dir_,
+                            "' is empty after it was missing; the volumes stagehand manages "
+                            "stay as they are until a manifest appears in it"));
+    return;
+  }
+  hold_if_empty_ = false;
   std::sort(present.begin(), present.end());
   std::vector<std::string> gone;
   for (const auto& [file, state] : files_) {

@@ -46,6 +46,10 @@ class ManifestListener {
   // not declared. Not called while the directory is missing or cannot be listed (then nothing
   // may be taken as undeclared). Called again after each later full listing.
   virtual void OnDirectoryListed() {}
+
+  // Problem() changed (set, or cleared with nullopt). May come from the thread that called
+  // Start as well as from the source's thread.
+  virtual void OnProblem(const std::optional<std::string>& /*problem*/) {}
 };
 
 // Owns the watch thread. Volume names are unique across files: a file declaring a name that
@@ -60,7 +64,8 @@ class ManifestSource {
   // name, then OnDirectoryListed) and then follows changes; returns once those files have been
   // reported, so the listener knows the initial state. A missing `dir` is created (0755) when
   // `create_if_missing` (no volume can be lost then); else it is a Problem() and watched for
-  // from its parent, and its files are reported once it appears. Publish targets inside
+  // from its parent, and its files are reported once it appears with at least one manifest
+  // (appearing empty, it stays a Problem; the same after it went away). Publish targets inside
   // `state_dir` are manifest errors. `listener` must outlive the source. InvalidArgument for
   // paths that are not absolute and normalised; errno-based codes if the watch cannot be set up.
   static absl::StatusOr<std::unique_ptr<ManifestSource>> Start(std::string dir,
@@ -109,6 +114,9 @@ class ManifestSource {
   int parent_watch_ = -1;
   std::map<std::string, FileState> files_;     // By file name; thread only.
   std::map<std::string, std::string> owners_;  // Volume name -> file declaring it; thread only.
+  // The directory was missing at start (with volumes to keep) or went away with files in it:
+  // an empty listing does not count as complete until a manifest appears. Thread only.
+  bool hold_if_empty_ = false;
   mutable std::mutex problem_mu_;
   std::optional<std::string> problem_;  // Guarded by problem_mu_.
   std::jthread thread_;

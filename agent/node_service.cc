@@ -413,7 +413,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
     std::lock_guard claim(claims_mu_);
     // Counted under the lock that orders the saves of new records, so that concurrent stages
     // cannot all pass the limit.
-    if (options_.max_volumes_per_node > 0) {
+    if (options_.max_volumes_per_node > 0 && previous.Empty()) {  // A re-stage was counted.
       SH_ASSIGN_OR_RETURN(auto mine, store_.Load(record.volume_id()));
       if (!mine.has_value() &&
           static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
@@ -438,7 +438,12 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
     // A refused LUN: the attach undid what it made, and what is left on that LUN (a kernel
     // session's disk) is not this volume's; a detach of this record, which does not know its
     // device, could take it.
-    const absl::Status s = vetoed ? ForgetRefusedStage(record, previous) : TearDown(record);
+    // A re-stage keeps the identity it staged before (ForgetRefusedStage after the teardown):
+    // the next retry must still find that very LUN, not whatever the number names now.
+    absl::Status s = vetoed ? ForgetRefusedStage(record, previous) : TearDown(record);
+    if (s.ok() && !vetoed && !previous.Empty()) {
+      s = ForgetRefusedStage(record, previous);
+    }
     if (!s.ok()) {
       Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
     }
@@ -456,7 +461,11 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   iscsi::ToProto(a.identity, record.mutable_identity());
   record.set_capacity_bytes(a.capacity.Bytes());
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-  if (!cap.block) {
+  if (cap.block) {
+    // A block consumer owns the LUN's bytes: no format of ours is to be finished on it.
+    SH_RETURN_IF_ERROR(WithContext(format_intents_.Remove(record.volume_id()),
+                                   "remove the record of a format in progress"));
+  } else {
     SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
     Log().debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
                 elapsed_ms(), record.formatted_by_us());
@@ -646,7 +655,9 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
                        "volume '",
                        req.volume_id(), "'; refusing to unmount what it did not mount"));
     }
-    return absl::OkStatus();  // Already unstaged.
+    // Already unstaged. A format a failed stage of it left unfinished is not finished later.
+    return WithContext(format_intents_.Remove(req.volume_id()),
+                       "remove the record of a format in progress");
   }
   VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
@@ -660,7 +671,11 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
         absl::StrCat("volume '", req.volume_id(), "' is still published at ",
                      absl::StrJoin(still, ", "), "; unpublish it first"));
   }
-  return TearDown(rec);
+  SH_RETURN_IF_ERROR(TearDown(rec));
+  // Unstaged on purpose: a format this volume left unfinished is not finished later (data
+  // without a signature that shows up on the LUN afterwards is never formatted).
+  return WithContext(format_intents_.Remove(req.volume_id()),
+                     "remove the record of a format in progress");
 }
 
 // ----- NodePublishVolume -----

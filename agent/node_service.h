@@ -95,8 +95,9 @@ class NodeService final : public csi::v1::Node::Service {
                            const CapabilitySpec& cap);
   // Persists, before mkfs, that this volume starts formatting the LUN `record` identifies, so
   // that a stage of the same volume can finish a format cut short (it leaves data without a
-  // signature, which is otherwise never formatted). Kept across unstage; removed once a
-  // filesystem is there. Nothing is recorded for a LUN without identity.
+  // signature, which is otherwise never formatted). Kept across failed stages and restarts;
+  // removed once a filesystem is there, on a block stage and on NodeUnstageVolume. Nothing is
+  // recorded for a LUN without identity.
   absl::Status RecordFormatIntent(const state::v1::VolumeRecord& record,
                                   const std::string& fs_type);
   // True when this volume recorded a format of `fs_type` on the very LUN `record` now holds.

@@ -76,6 +76,9 @@ struct IoRequest {
   size_t buffer_size = 0;
   scsi_iovec iov{};  // Reads: points into `buffer` (lives as long as the task).
   int retries = 0;
+  // When it first had to wait for a connection (zero: never): a request waits at most the
+  // replacement timeout in all, even when logins succeed and the connection drops again.
+  std::chrono::steady_clock::time_point parked_at{};
   FuseLunServer::Impl* server = nullptr;
 
   IoRequest() = default;
@@ -161,7 +164,7 @@ struct FuseLunServer::Impl {
       }
       // No connection, or one about to be replaced (after a unit attention that may mean
       // another LUN, nothing more may be sent on it): wait for the next login.
-      parked.push_back(std::move(r));
+      Park(std::move(r));
       return;
     }
     IoRequest* raw = r.get();
@@ -187,7 +190,7 @@ struct FuseLunServer::Impl {
     }
     if (task == nullptr) {
       // Could not even queue it: the context is unusable. Park and reconnect.
-      parked.push_back(std::move(r));
+      Park(std::move(r));
       RequestReconnect(absl::StrCat("cannot queue a command: ", iscsi_get_error(ctx)));
       return;
     }
@@ -228,7 +231,7 @@ struct FuseLunServer::Impl {
                                             scsi_sense_ascq_str(task->sense.ascq),
                                             "); reading the LUN identity again"));
       }
-      self->parked.push_back(std::move(r));
+      self->Park(std::move(r));
       return;
     }
     if ((connection || passing) && ++r->retries < kMaxRetriesPerRequest) {
@@ -241,7 +244,7 @@ struct FuseLunServer::Impl {
                                  : status == SCSI_STATUS_CANCELLED ? "a command was cancelled"
                                                                    : "a command failed");
         }
-        self->parked.push_back(std::move(r));
+        self->Park(std::move(r));
       } else if (task->status == SCSI_STATUS_CHECK_CONDITION &&
                  task->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
         self->Submit(std::move(r));  // A unit attention is reported once: retry right away.
@@ -279,10 +282,22 @@ struct FuseLunServer::Impl {
     }
   }
 
+  void Park(std::unique_ptr<IoRequest> r) {
+    if (r->parked_at == std::chrono::steady_clock::time_point{}) {
+      r->parked_at = std::chrono::steady_clock::now();
+    }
+    parked.push_back(std::move(r));
+  }
+
   void ResubmitParked() {
     std::deque<std::unique_ptr<IoRequest>> todo;
     todo.swap(parked);
+    const auto now = std::chrono::steady_clock::now();
     for (auto& r : todo) {
+      if (now - r->parked_at >= options.replacement_timeout) {
+        Fail(*r, EIO);  // Waited too long over connections that keep dropping.
+        continue;
+      }
       Submit(std::move(r));
     }
   }
@@ -301,7 +316,7 @@ struct FuseLunServer::Impl {
 
   // READ CAPACITY(16) on the live session; publishes the (possibly new) size when it answers.
   void RefreshCapacity() {
-    if (ctx == nullptr || failed_closed) {
+    if (ctx == nullptr || failed_closed || need_reconnect) {
       ++status.capacity_refreshes;  // Nothing to read now; reconnect re-reads it anyway.
       Publish(status.state, status.message);
       return;
@@ -314,6 +329,18 @@ struct FuseLunServer::Impl {
             rc != nullptr) {
           self->GrowTo({rc->returned_lba + 1, rc->block_length});
         }
+      } else if (!self->stopping && task && task->status == SCSI_STATUS_CHECK_CONDITION &&
+                 task->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
+        // A unit attention is reported once, and this command took it: "capacity changed"
+        // (what an expansion raises) is asked again; one that may mean another LUN gets the
+        // identity checked by a new login (which reads the capacity too).
+        if (task->sense.ascq == 0x2a09 || !UnitAttentionMayChangeTheLun(task->sense.ascq)) {
+          self->RefreshCapacity();
+          return;
+        }
+        self->RequestReconnect(absl::StrCat("the target reported a unit attention (",
+                                            scsi_sense_ascq_str(task->sense.ascq),
+                                            "); reading the LUN identity again"));
       }
       ++self->status.capacity_refreshes;
       self->Publish(self->status.state, self->status.message);
@@ -755,8 +782,8 @@ struct FuseLunServer::Impl {
         Submit(std::move(r));  // Parks itself if there is no connection right now.
       }
     }
-    if (ctx == nullptr || failed_closed) {
-      return;
+    if (ctx == nullptr || failed_closed || need_reconnect) {
+      return;  // No checks on a connection about to be replaced.
     }
     // libiscsi has no timers: command timeouts advance only in iscsi_service.
     if (iscsi_service(ctx, 0) < 0) {

@@ -120,6 +120,10 @@ absl::StatusOr<std::vector<uint8_t>> Connection::Inquiry(bool evpd, int page) {
 absl::StatusOr<LunIdentity> Connection::ReadIdentity() {
   LunIdentity id;
   SH_ASSIGN_OR_RETURN(auto standard, Inquiry(false, 0));
+  if (!standard.empty() && (standard[0] >> 5) != 0) {
+    // Peripheral qualifier: no logical unit behind this number right now (being re-created?).
+    return absl::UnavailableError(absl::StrCat(what_, " has no logical unit connected"));
+  }
   if (standard.size() >= 32) {
     auto field = [&](size_t from, size_t to) {
       std::string s(standard.begin() + static_cast<std::ptrdiff_t>(from),
@@ -149,7 +153,8 @@ absl::StatusOr<LunIdentity> Connection::ReadIdentity() {
 absl::StatusOr<std::optional<std::vector<uint8_t>>> Connection::OptionalVpdPage(int page) {
   ScsiTask task(iscsi_inquiry_sync(ctx_, static_cast<int>(lun_), 1, page, 255));
   const VpdAnswer answer =
-      task ? ClassifyVpdAnswer(true, task->status, task->sense.key) : VpdAnswer::kError;
+      task ? ClassifyVpdAnswer(true, task->status, task->sense.key, task->sense.ascq)
+           : VpdAnswer::kError;
   switch (answer) {
     case VpdAnswer::kData:
       return std::optional<std::vector<uint8_t>>(

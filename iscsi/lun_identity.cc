@@ -140,7 +140,7 @@ std::string DescribeIdentity(const LunIdentity& id) {
   return out;
 }
 
-VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key) {
+VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key, int asc_ascq) {
   constexpr int kStatusGood = 0x00;            // SCSI_STATUS_GOOD
   constexpr int kStatusCheckCondition = 0x02;  // SCSI_STATUS_CHECK_CONDITION
   constexpr int kSenseIllegalRequest = 0x05;   // SCSI_SENSE_ILLEGAL_REQUEST
@@ -150,7 +150,9 @@ VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key) {
   if (scsi_status == kStatusGood) {
     return VpdAnswer::kData;
   }
-  if (scsi_status == kStatusCheckCondition && sense_key == kSenseIllegalRequest) {
+  constexpr int kAscInvalidFieldInCdb = 0x24;
+  if (scsi_status == kStatusCheckCondition && sense_key == kSenseIllegalRequest &&
+      ((asc_ascq >> 8) & 0xff) == kAscInvalidFieldInCdb) {
     return VpdAnswer::kUnsupported;
   }
   return VpdAnswer::kError;

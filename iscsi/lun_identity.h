@@ -36,14 +36,15 @@ absl::StatusOr<std::string> ParseUnitSerialPage(std::span<const uint8_t> page);
 // How a target answered an INQUIRY for an optional VPD page (0x83 and 0x80 are optional in SPC).
 enum class VpdAnswer {
   kData,         // GOOD: the page is there.
-  kUnsupported,  // CHECK CONDITION with ILLEGAL REQUEST: the target has no such page.
+  kUnsupported,  // CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN CDB: no such page.
   kError,        // Anything else (no answer, a dropped connection, another status or sense):
                  // nothing is known about the page, so the identity was not read.
 };
 
-// `answered`: a SCSI status came back at all; `scsi_status` and `sense_key` as libiscsi reports
-// them (SCSI_STATUS_*, SCSI_SENSE_*). Pure.
-VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key);
+// `answered`: a SCSI status came back at all; `scsi_status`, `sense_key` and `asc_ascq`
+// (ASC << 8 | ASCQ) as libiscsi reports them. Another ILLEGAL REQUEST (LOGICAL UNIT NOT
+// SUPPORTED while a LUN is being re-created) is an error, not a missing page. Pure.
+VpdAnswer ClassifyVpdAnswer(bool answered, int scsi_status, int sense_key, int asc_ascq);
 
 // True for a UNIT ATTENTION after which the logical unit may not be the one it was: its
 // `asc_ascq` (ASC << 8 | ASCQ, as libiscsi reports it) is 3F/xx (inquiry data, LUN inventory,

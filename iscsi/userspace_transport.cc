@@ -208,7 +208,8 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
                            record.unit(), ")"));
   }
   record.set_pid(status.pid());
-  record.set_start_time(ProcessStartTime(status.pid()));
+  record.set_start_time(status.start_time() != 0 ? status.start_time()
+                                                 : ProcessStartTime(status.pid()));
   if (status.state() != SessionStatus::UP) {
     const auto code = static_cast<absl::StatusCode>(status.error_code());
     return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -26,7 +27,7 @@ using ::stagehand::testing::IsOk;
 using ::stagehand::testing::StatusIs;
 using ::testing::HasSubstr;
 
-enum class Kind { kDeclared, kError, kRemoved, kRenamed, kListed };
+enum class Kind { kDeclared, kError, kRemoved, kRenamed, kListed, kProblem };
 
 struct Event {
   Kind kind;
@@ -60,7 +61,14 @@ class RecordingListener : public ManifestListener {
     }
   }
 
+  void OnProblem(const std::optional<std::string>& problem) override {
+    if (record_problems && problem.has_value()) {
+      Push({Kind::kProblem, *problem, "", absl::OkStatus()});  // The text in `file`.
+    }
+  }
+
   bool record_listings = false;  // Set before the source starts.
+  std::atomic<bool> record_problems{false};
 
   // The next callback in order. The deadline only keeps a broken test from hanging.
   std::optional<Event> Next() {
@@ -189,13 +197,37 @@ TEST_F(ManifestSourceTest, AMissingDirectoryIsAProblemUntilItAppears) {
   EXPECT_NE(stat(dir_.c_str(), &st), 0) << "not created";
   ASSERT_TRUE(source_->Problem().has_value());
   EXPECT_THAT(*source_->Problem(), HasSubstr("does not exist"));
+  // `mkdir` and then the files: the empty directory is not "nothing declared".
   ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
-  std::optional<Event> listed = listener_.Next();
-  ASSERT_TRUE(listed.has_value());
-  EXPECT_EQ(listed->kind, Kind::kListed) << "nothing is reported before the directory is listed";
-  EXPECT_FALSE(source_->Problem().has_value());
   Replace("a.yaml", Manifest("a"));
   ExpectDeclared("a.yaml", "a");
+  std::optional<Event> listed = listener_.Next();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->kind, Kind::kListed) << "listed once a manifest is there";
+  EXPECT_FALSE(source_->Problem().has_value());
+}
+
+TEST_F(ManifestSourceTest, ADirectoryThatComesBackEmptyRemovesNothingUntilAManifestAppears) {
+  StartSource();
+  listener_.record_problems = true;
+  Write("a.yaml", Manifest("a"));
+  Write("b.yaml", Manifest("b"));
+  ExpectDeclared("a.yaml", "a");
+  ExpectDeclared("b.yaml", "b");
+
+  ASSERT_EQ(rename(dir_.c_str(), (dir_ + ".old").c_str()), 0);
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  std::optional<Event> lost = listener_.Next();
+  std::optional<Event> held = listener_.Next();
+  ASSERT_TRUE(lost.has_value() && held.has_value());
+  EXPECT_THAT(lost->file, HasSubstr("was moved away"));
+  EXPECT_EQ(held->kind, Kind::kProblem);
+  EXPECT_THAT(held->file, HasSubstr("is empty after it was missing"));
+  Replace("b.yaml", Manifest("b"));
+
+  // Only now is the directory listed: a is gone, b is unchanged (not reported again).
+  ExpectRemoved("a.yaml");
+  ASSERT_THAT(RunProcess({"rm", "-rf", dir_ + ".old"}), IsOk());
 }
 
 TEST_F(ManifestSourceTest, AnExistingDirectoryIsListedAtStart) {

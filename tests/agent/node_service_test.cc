@@ -654,6 +654,51 @@ TEST_F(NodeServiceTest, OnlyTheVolumeThatStartedAFormatOnThisLunMayFinishIt) {
   EXPECT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// A re-stage that fails (the target is down) keeps the identity it staged: the retry must still
+// find that very LUN, not whatever the LUN number names by then.
+TEST_F(NodeServiceTest, AFailedRestageKeepsTheIdentityItStaged) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  transport_.SetHealthy(false);
+  transport_.FailNextAttach(absl::UnavailableError("portal unreachable"));
+
+  EXPECT_EQ(Stage(StageReq("v1")).error_code(), Code::UNAVAILABLE);
+  auto record = VolumeStore(root_ + "/state/volumes").Load("v1");
+  ASSERT_TRUE(record.ok() && record->has_value());
+  EXPECT_FALSE((*record)->identity().designators().empty());
+  transport_.SetIdentity({{"naa.60000000000000000e00000000099999"}, "other", "IET", "X"});
+  EXPECT_EQ(Stage(StageReq("v1")).error_code(), Code::FAILED_PRECONDITION);
+}
+
+TEST_F(NodeServiceTest, AnUnstageDropsTheRecordOfAnUnfinishedFormat) {
+  bool kill_mkfs = true;
+  NodeServiceOptions options;
+  options.node_id = "node-1";
+  options.state_dir = root_ + "/state";
+  options.runtime_dir = root_ + "/run";
+  NodeService service(
+      {transport_, mounter_, probe_,
+       [&](const std::string&, std::string_view) {
+         return std::exchange(kill_mkfs, false)
+                    ? absl::UnavailableError("mkfs.ext4 killed by signal 9")
+                    : absl::OkStatus();
+       },
+       [](const std::string&, std::string_view) { return absl::OkStatus(); }, nullptr},
+      options);
+  ASSERT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kUnavailable);
+  for (int n = 1; n <= 2; ++n) {
+    probe_.Set("/dev/fake" + std::to_string(n),
+               mounter::ProbeResult{mounter::ProbeResult::Kind::kNotZeroed, "", ""});
+  }
+  csi::v1::NodeUnstageVolumeRequest unstage;
+  unstage.set_volume_id("v1");
+  unstage.set_staging_target_path(root_ + "/stage-v1");
+
+  ASSERT_TRUE(service.Unstage(unstage).ok());
+
+  EXPECT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kFailedPrecondition)
+      << "unstaged on purpose: what is on the LUN now is never formatted";
+}
+
 TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   grpc::ClientContext c1;
   csi::v1::NodeGetCapabilitiesResponse caps;

@@ -91,13 +91,19 @@ TEST(LunIdentityTest, OnlyIllegalRequestMeansAVpdPageIsUnsupported) {
   constexpr int kUnitAttention = 0x06;
   constexpr int kNotReady = 0x02;
 
-  EXPECT_EQ(ClassifyVpdAnswer(true, kGood, 0), VpdAnswer::kData);
-  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kIllegalRequest), VpdAnswer::kUnsupported);
-  EXPECT_EQ(ClassifyVpdAnswer(false, kGood, 0), VpdAnswer::kError);
-  EXPECT_EQ(ClassifyVpdAnswer(true, kLibiscsiError, 0), VpdAnswer::kError);
-  EXPECT_EQ(ClassifyVpdAnswer(true, kBusy, 0), VpdAnswer::kError);
-  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kUnitAttention), VpdAnswer::kError);
-  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kNotReady), VpdAnswer::kError);
+  constexpr int kInvalidFieldInCdb = 0x2400;
+  constexpr int kLunNotSupported = 0x2500;
+  EXPECT_EQ(ClassifyVpdAnswer(true, kGood, 0, 0), VpdAnswer::kData);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kIllegalRequest, kInvalidFieldInCdb),
+            VpdAnswer::kUnsupported);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kIllegalRequest, kLunNotSupported),
+            VpdAnswer::kError)
+      << "a LUN being re-created is not a LUN without the page";
+  EXPECT_EQ(ClassifyVpdAnswer(false, kGood, 0, 0), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kLibiscsiError, 0, 0), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kBusy, 0, 0), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kUnitAttention, 0x2900), VpdAnswer::kError);
+  EXPECT_EQ(ClassifyVpdAnswer(true, kCheckCondition, kNotReady, 0x0400), VpdAnswer::kError);
 }
 
 TEST(LunIdentityTest, UnitAttentionsThatMayMeanAnotherLunAreRecognised) {
