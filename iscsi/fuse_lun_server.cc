@@ -18,6 +18,7 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <unordered_set>
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
@@ -79,6 +80,7 @@ struct IoRequest {
   // When it first had to wait for a connection (zero: never): a request waits at most the
   // replacement timeout in all, even when logins succeed and the connection drops again.
   std::chrono::steady_clock::time_point parked_at{};
+  std::chrono::steady_clock::time_point sent_at{};  // When it was last sent to the target.
   FuseLunServer::Impl* server = nullptr;
 
   IoRequest() = default;
@@ -102,7 +104,8 @@ struct FuseLunServer::Impl {
   int flap_backoff_ms = 0;
   int ticks = 0;
   size_t inflight = 0;
-  int identity_checks_in_flight = 0;  // VPD reads of the periodic identity check.
+  std::unordered_set<IoRequest*> sent;  // In flight on the connection (owned by their tasks).
+  int identity_checks_in_flight = 0;    // VPD reads of the periodic identity check.
   // Since when there is no usable connection (set when a reconnect starts, cleared on login).
   std::optional<std::chrono::steady_clock::time_point> lost_since;
   bool replacement_expired = false;  // lost_since is older than the replacement timeout.
@@ -195,6 +198,8 @@ struct FuseLunServer::Impl {
       return;
     }
     ++inflight;
+    raw->sent_at = std::chrono::steady_clock::now();
+    sent.insert(raw);
     (void)r.release();  // Owned by the task's private data until OnTaskDone.
   }
 
@@ -204,6 +209,7 @@ struct FuseLunServer::Impl {
     std::unique_ptr<IoRequest> r(static_cast<IoRequest*>(private_data));
     Impl* self = r->server;
     --self->inflight;
+    self->sent.erase(r.get());
     if (self->stopping) {
       return;
     }
@@ -792,6 +798,19 @@ struct FuseLunServer::Impl {
     }
     if (ticks % kIdentityCheckEveryTicks == 0 && identity_checks_in_flight == 0) {
       CheckIdentity();
+    }
+    // Command timeouts are off (a slow target is not a dead one), so a target that answers NOPs
+    // but no longer completes commands (a hung backing store) would hold I/O for ever: a
+    // command without an answer for the replacement timeout (30 s at most) replaces the
+    // connection, and the requests then wait at most the replacement timeout in all.
+    const auto answer_limit =
+        std::min<std::chrono::seconds>(options.replacement_timeout, std::chrono::seconds(30));
+    const auto now = std::chrono::steady_clock::now();
+    for (const IoRequest* r : sent) {
+      if (now - r->sent_at >= answer_limit) {
+        RequestReconnect(absl::StrCat("a command got no answer for ", answer_limit.count(), " s"));
+        return;
+      }
     }
     if (++ticks % kNopEveryTicks == 0) {
       if (iscsi_get_nops_in_flight(ctx) > kMaxNopsInFlight) {

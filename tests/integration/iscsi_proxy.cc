@@ -163,7 +163,9 @@ void IscsiProxy::Loop() {
             l.dead = true;  // The command never reaches the target.
             break;
           }
-          l.dead = !SendAll(l.target.Get(), l.from_initiator.data(), size);
+          const bool swallow =
+              swallow_commands_.load() && (l.from_initiator[0] & 0x3f) == kScsiCommandOpcode;
+          l.dead = !swallow && !SendAll(l.target.Get(), l.from_initiator.data(), size);
           l.from_initiator.erase(l.from_initiator.begin(),
                                  l.from_initiator.begin() + static_cast<std::ptrdiff_t>(size));
         }

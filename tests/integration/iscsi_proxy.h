@@ -36,6 +36,10 @@ class IscsiProxy {
   // Once; connections open already are not affected.
   void DropAtVpdInquiryOfNextConnection(uint8_t page);
 
+  // While on, SCSI commands from the initiator are swallowed (never forwarded, never answered)
+  // and everything else (login, NOP-Out) passes: a target whose backing store hangs.
+  void SwallowScsiCommands(bool on) { swallow_commands_ = on; }
+
   // Connections accepted so far.
   int connections() const { return connections_.load(); }
 
@@ -51,6 +55,7 @@ class IscsiProxy {
   std::atomic<int> drop_vpd_page_{-1};
   std::atomic<int> drop_from_connection_{0};  // Connection number the drop applies from.
   std::atomic<int> connections_{0};
+  std::atomic<bool> swallow_commands_{false};
   std::thread thread_;
 };
 

@@ -404,5 +404,40 @@ TEST_F(ResilienceTest, AConnectionDroppedDuringTheIdentityReadIsRetriedNotFailed
   EXPECT_TRUE(Unstage("vol-drop", Staging("vol-drop")).ok());
 }
 
+// A target that answers NOP-Outs and logins but never completes a SCSI command (a hung backing
+// store): command timeouts are off, so only the session's own watch on unanswered commands
+// keeps I/O from hanging for ever. After the replacement timeout it fails with EIO; once the
+// target answers again, I/O works again.
+TEST_F(ResilienceTest, ATargetThatStopsAnsweringCommandsFailsIoInsteadOfHanging) {
+  AddLun();
+  IscsiProxy proxy;
+  ASSERT_TRUE(proxy.Start(tgtd_->port()).ok());
+  const std::string target = root_ + "/pod1";
+  auto req = StageRequest("vol-hung", /*block=*/true);
+  (*req.mutable_volume_context())["targetPortal"] = proxy.portal();
+  (*req.mutable_volume_context())["replacementTimeout"] = "3";
+  ASSERT_TRUE(Stage(req).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-hung", target, /*block=*/true)).ok());
+
+  proxy.SwallowScsiCommands(true);
+  auto io = std::async(std::launch::async, [&] { return WriteBlockDirect(target, 0, 'h'); });
+  const bool finished = io.wait_for(std::chrono::seconds(120)) == std::future_status::ready;
+  proxy.SwallowScsiCommands(false);  // Lets a hung write finish, so that the test can end.
+  const int err = io.get();
+
+  EXPECT_TRUE(finished) << "I/O hung on a target that answers nothing";
+  EXPECT_EQ(err, EIO);
+  const std::string session_dir = OnlySessionDir();
+  EXPECT_TRUE(WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(60), [&] {
+    state::v1::SessionStatus status;
+    auto raw = ReadFileToString(session_dir + "/status");
+    return raw.ok() && status.ParseFromString(*raw) &&
+           status.state() == state::v1::SessionStatus::UP;
+  }));
+  EXPECT_EQ(WriteBlockDirect(target, 0, 'h'), 0) << "I/O works again once the target answers";
+  EXPECT_TRUE(Unpublish("vol-hung", target).ok());
+  EXPECT_TRUE(Unstage("vol-hung", Staging("vol-hung")).ok());
+}
+
 }  // namespace
 }  // namespace stagehand::testing
