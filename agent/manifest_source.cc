@@ -189,10 +189,17 @@ void ManifestSource::HandleEvents() {
         Log().warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
         Rescan();
       } else if (event->wd == parent_watch_) {
-        if (dir_watch_ < 0 && name == BaseName(dir_) && WatchDir().ok()) {
-          Log().info("manifest directory '{}' is back", dir_);
-          (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
-          Rescan();
+        if (dir_watch_ >= 0) {
+          continue;
+        }
+        if (watched_ancestor_ == ParentDir(dir_)) {
+          if (name == BaseName(dir_) && WatchDir().ok()) {
+            Log().info("manifest directory '{}' is back", dir_);
+            (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
+            Rescan();
+          }
+        } else if (IsPathWithin(dir_, JoinPath(watched_ancestor_, name))) {
+          WatchForDir();  // A directory on the way down appeared: watch closer.
         }
       } else if (event->wd != dir_watch_) {
         continue;  // From a watch given up on already.
@@ -248,14 +255,36 @@ void ManifestSource::DirLost() {
 }
 
 void ManifestSource::WatchForDir() {
-  const std::string parent = ParentDir(dir_);
-  parent_watch_ = inotify_add_watch(inotify_.Get(), parent.c_str(), kParentMask);
+  if (parent_watch_ >= 0) {
+    (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
+  }
+  // The nearest ancestor that exists: with its parent missing too (a typo high up in the path),
+  // each directory created on the way down moves the watch one level closer.
+  watched_ancestor_ = ParentDir(dir_);
+  while (true) {
+    parent_watch_ = inotify_add_watch(inotify_.Get(), watched_ancestor_.c_str(), kParentMask);
+    if (parent_watch_ >= 0 || errno != ENOENT || watched_ancestor_ == "/") {
+      break;
+    }
+    watched_ancestor_ = ParentDir(watched_ancestor_);
+  }
   if (parent_watch_ < 0) {
-    Log().error("cannot watch '{}' for '{}' to re-appear: {}; restart stagehand once it exists",
-                parent, dir_, std::strerror(errno));
+    Log().error("cannot watch '{}' for '{}' to appear: {}; restart stagehand once it exists",
+                watched_ancestor_, dir_, std::strerror(errno));
     return;
   }
-  // It may have come back before the parent was watched.
+  if (watched_ancestor_ != ParentDir(dir_)) {
+    // The next directory down may have been created before the watch was set.
+    const size_t from = watched_ancestor_ == "/" ? 1 : watched_ancestor_.size() + 1;
+
+    struct stat st {};
+
+    if (stat(dir_.substr(0, dir_.find('/', from)).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      WatchForDir();
+    }
+    return;
+  }
+  // It may have come back before the watch was set.
   if (WatchDir().ok()) {
     Log().info("manifest directory '{}' is back", dir_);
     (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));

@@ -112,6 +112,7 @@ class ManifestSource {
   UniqueFd wake_;       // eventfd: written by the destructor.
   int dir_watch_ = -1;  // -1 while the directory is gone.
   int parent_watch_ = -1;
+  std::string watched_ancestor_;  // What parent_watch_ watches: the nearest existing ancestor.
   std::map<std::string, FileState> files_;     // By file name; thread only.
   std::map<std::string, std::string> owners_;  // Volume name -> file declaring it; thread only.
   // The directory was missing at start (with volumes to keep) or went away with files in it:

@@ -230,6 +230,24 @@ TEST_F(ManifestSourceTest, ADirectoryThatComesBackEmptyRemovesNothingUntilAManif
   ASSERT_THAT(RunProcess({"rm", "-rf", dir_ + ".old"}), IsOk());
 }
 
+TEST_F(ManifestSourceTest, AMissingDirectoryWhoseParentIsMissingTooIsFoundOnceCreated) {
+  dir_ = root_ + "/etc/stagehand/volumes.d";
+  listener_.record_listings = true;
+  StartSource(/*create_if_missing=*/false);
+  ASSERT_TRUE(source_->Problem().has_value());
+
+  ASSERT_THAT(MakeDirs(root_ + "/etc", 0755), IsOk());
+  ASSERT_THAT(MakeDirs(root_ + "/etc/stagehand", 0755), IsOk());
+  ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
+  Replace("a.yaml", Manifest("a"));
+
+  ExpectDeclared("a.yaml", "a");
+  std::optional<Event> listed = listener_.Next();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->kind, Kind::kListed);
+  EXPECT_FALSE(source_->Problem().has_value());
+}
+
 TEST_F(ManifestSourceTest, AnExistingDirectoryIsListedAtStart) {
   listener_.record_listings = true;
   ASSERT_THAT(MakeDirs(dir_, 0755), IsOk());
