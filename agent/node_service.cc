@@ -463,8 +463,7 @@ absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
   SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
   if (cap.block) {
     // A block consumer owns the LUN's bytes: no format of ours is to be finished on it.
-    SH_RETURN_IF_ERROR(WithContext(format_intents_.Remove(record.volume_id()),
-                                   "remove the record of a format in progress"));
+    SH_RETURN_IF_ERROR(ForgetFormatIntent(record.volume_id()));
   } else {
     SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
     Log().debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
@@ -557,6 +556,11 @@ absl::Status NodeService::RecordFormatIntent(const VolumeRecord& record,
   return WithContext(format_intents_.Save(intent), "record the format about to start");
 }
 
+absl::Status NodeService::ForgetFormatIntent(const std::string& volume_id) {
+  return WithContext(format_intents_.Remove(volume_id),
+                     "remove the record of a format in progress");
+}
+
 absl::StatusOr<bool> NodeService::InterruptedFormatIsOurs(const VolumeRecord& record,
                                                           const std::string& fs_type) const {
   SH_ASSIGN_OR_RETURN(auto intent, format_intents_.Load(record.volume_id()));
@@ -607,8 +611,7 @@ absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& d
     SH_RETURN_IF_ERROR(deps_.check(device, cap.fs_type));
   }
   // The format is complete (or was never ours to finish: the LUN holds a filesystem now).
-  SH_RETURN_IF_ERROR(WithContext(format_intents_.Remove(record.volume_id()),
-                                 "remove the record of a format in progress"));
+  SH_RETURN_IF_ERROR(ForgetFormatIntent(record.volume_id()));
   Log().debug("stage volume='{}': {} took {:.1f} ms", record.volume_id(),
               record.formatted_by_us() ? "format" : "check", step_ms());
   SH_RETURN_IF_ERROR(MakeDirs(record.staging_path(), 0750));
@@ -656,8 +659,7 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
                        req.volume_id(), "'; refusing to unmount what it did not mount"));
     }
     // Already unstaged. A format a failed stage of it left unfinished is not finished later.
-    return WithContext(format_intents_.Remove(req.volume_id()),
-                       "remove the record of a format in progress");
+    return ForgetFormatIntent(req.volume_id());
   }
   VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
@@ -674,8 +676,7 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
   SH_RETURN_IF_ERROR(TearDown(rec));
   // Unstaged on purpose: a format this volume left unfinished is not finished later (data
   // without a signature that shows up on the LUN afterwards is never formatted).
-  return WithContext(format_intents_.Remove(req.volume_id()),
-                     "remove the record of a format in progress");
+  return ForgetFormatIntent(req.volume_id());
 }
 
 // ----- NodePublishVolume -----

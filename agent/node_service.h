@@ -100,6 +100,8 @@ class NodeService final : public csi::v1::Node::Service {
   // recorded for a LUN without identity.
   absl::Status RecordFormatIntent(const state::v1::VolumeRecord& record,
                                   const std::string& fs_type);
+  // Drops the record of `volume_id`'s unfinished format, if any.
+  absl::Status ForgetFormatIntent(const std::string& volume_id);
   // True when this volume recorded a format of `fs_type` on the very LUN `record` now holds.
   absl::StatusOr<bool> InterruptedFormatIsOurs(const state::v1::VolumeRecord& record,
                                                const std::string& fs_type) const;

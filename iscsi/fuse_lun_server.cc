@@ -228,14 +228,11 @@ struct FuseLunServer::Impl {
          (task->sense.key == SCSI_SENSE_UNIT_ATTENTION || task->sense.key == SCSI_SENSE_NOT_READY));
     // The LUN may have been reset, remapped or replaced: re-read its identity (a new login)
     // before anything more is sent, and fail closed if it is another one.
-    const bool recheck = task && task->status == SCSI_STATUS_CHECK_CONDITION &&
-                         task->sense.key == SCSI_SENSE_UNIT_ATTENTION &&
-                         UnitAttentionMayChangeTheLun(task->sense.ascq);
+    const bool recheck =
+        task && IsUnitAttention(*task) && UnitAttentionMayChangeTheLun(task->sense.ascq);
     if (recheck && ++r->retries < kMaxRetriesPerRequest) {
       if (self->ctx != nullptr) {
-        self->RequestReconnect(absl::StrCat("the target reported a unit attention (",
-                                            scsi_sense_ascq_str(task->sense.ascq),
-                                            "); reading the LUN identity again"));
+        self->RecheckIdentityAfter(*task);
       }
       self->Park(std::move(r));
       return;
@@ -335,8 +332,7 @@ struct FuseLunServer::Impl {
             rc != nullptr) {
           self->GrowTo({rc->returned_lba + 1, rc->block_length});
         }
-      } else if (!self->stopping && task && task->status == SCSI_STATUS_CHECK_CONDITION &&
-                 task->sense.key == SCSI_SENSE_UNIT_ATTENTION) {
+      } else if (!self->stopping && task && IsUnitAttention(*task)) {
         // A unit attention is reported once, and this command took it: "capacity changed"
         // (what an expansion raises) is asked again; one that may mean another LUN gets the
         // identity checked by a new login (which reads the capacity too).
@@ -344,9 +340,7 @@ struct FuseLunServer::Impl {
           self->RefreshCapacity();
           return;
         }
-        self->RequestReconnect(absl::StrCat("the target reported a unit attention (",
-                                            scsi_sense_ascq_str(task->sense.ascq),
-                                            "); reading the LUN identity again"));
+        self->RecheckIdentityAfter(*task);
       }
       ++self->status.capacity_refreshes;
       self->Publish(self->status.state, self->status.message);
@@ -377,12 +371,8 @@ struct FuseLunServer::Impl {
       return;
     }
     if (status != SCSI_STATUS_GOOD) {
-      if (task->status == SCSI_STATUS_CHECK_CONDITION &&
-          task->sense.key == SCSI_SENSE_UNIT_ATTENTION &&
-          UnitAttentionMayChangeTheLun(task->sense.ascq)) {
-        self->RequestReconnect(absl::StrCat("the target reported a unit attention (",
-                                            scsi_sense_ascq_str(task->sense.ascq),
-                                            "); reading the LUN identity again"));
+      if (IsUnitAttention(*task) && UnitAttentionMayChangeTheLun(task->sense.ascq)) {
+        self->RecheckIdentityAfter(*task);
       }
       return;  // Connection trouble shows on the I/O and the NOPs.
     }
@@ -399,6 +389,19 @@ struct FuseLunServer::Impl {
     if (changed && self->ctx != nullptr) {
       self->RequestReconnect("the LUN answers with another identity; reading it again");
     }
+  }
+
+  static bool IsUnitAttention(const scsi_task& task) {
+    return task.status == SCSI_STATUS_CHECK_CONDITION &&
+           task.sense.key == SCSI_SENSE_UNIT_ATTENTION;
+  }
+
+  // After a unit attention that may mean another LUN: a new login re-reads the identity before
+  // anything more is sent (and fails closed on another LUN).
+  void RecheckIdentityAfter(const scsi_task& task) {
+    RequestReconnect(absl::StrCat("the target reported a unit attention (",
+                                  scsi_sense_ascq_str(task.sense.ascq),
+                                  "); reading the LUN identity again"));
   }
 
   // The first reason wins until the reconnect starts.

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <string>
@@ -91,6 +92,22 @@ class ResilienceTest : public NodeIntegrationTest {
         << stats.volume_condition().message();
     EXPECT_TRUE(Unpublish(volume_id, device).ok());
     EXPECT_TRUE(Unstage(volume_id, Staging(volume_id)).ok());
+  }
+
+  // Waits (inotify on the session's directory, no sleeps) until the status the (only) session
+  // process writes satisfies `done`; leaves the last status read in `last`.
+  bool WaitForSession(const std::function<bool(const state::v1::SessionStatus&)>& done,
+                      state::v1::SessionStatus* last = nullptr) {
+    const std::string session_dir = OnlySessionDir();
+    state::v1::SessionStatus status;
+    const bool ok = WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(60), [&] {
+      auto raw = ReadFileToString(session_dir + "/status");
+      return raw.ok() && status.ParseFromString(*raw) && done(status);
+    });
+    if (last != nullptr) {
+      *last = status;
+    }
+    return ok;
   }
 
   // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
@@ -232,9 +249,9 @@ TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
 }
 
 // The LUN is remapped on the target while the session stays logged in: deleted and created
-// again on another backing file with another serial. The target announces it with a unit
-// attention; the session must re-read the identity before sending anything more, and fail
-// closed on the other LUN.
+// again on another backing file with another serial. The session must notice (a unit attention
+// on the LUN, or its periodic identity check where the target announces nothing there, as tgtd)
+// and fail closed on the other LUN.
 TEST_F(ResilienceTest, ALunRemappedUnderALiveSessionFailsClosed) {
   AddLun();
   const std::string target = root_ + "/pod1";
@@ -249,12 +266,8 @@ TEST_F(ResilienceTest, ALunRemappedUnderALiveSessionFailsClosed) {
   ASSERT_TRUE(tgtd_->SetLunSerial(tid_, 1, "someone-else").ok());
   // tgtd announces the change only on the other LUNs of the nexus: the session finds out from
   // its periodic identity check (within a second or two) and fails closed.
-  const std::string session_dir = OnlySessionDir();
-  ASSERT_TRUE(WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(30), [&] {
-    state::v1::SessionStatus status;
-    auto raw = ReadFileToString(session_dir + "/status");
-    return raw.ok() && status.ParseFromString(*raw) &&
-           status.state() == state::v1::SessionStatus::IDENTITY_MISMATCH;
+  ASSERT_TRUE(WaitForSession([](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::IDENTITY_MISMATCH;
   })) << "the session did not notice the other LUN";
 
   ExpectFailedClosed("vol-remap", target, other);
@@ -387,14 +400,13 @@ TEST_F(ResilienceTest, AConnectionDroppedDuringTheIdentityReadIsRetriedNotFailed
 
   proxy.DropAtVpdInquiryOfNextConnection(0x83);
   proxy.DropAll();
-  const std::string session_dir = OnlySessionDir();
   state::v1::SessionStatus status;
-  const bool settled = WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(60), [&] {
-    auto raw = ReadFileToString(session_dir + "/status");
-    return raw.ok() && status.ParseFromString(*raw) &&
-           ((status.state() == state::v1::SessionStatus::UP && status.reconnects() >= 1) ||
-            status.state() == state::v1::SessionStatus::IDENTITY_MISMATCH);
-  });
+  const bool settled = WaitForSession(
+      [](const state::v1::SessionStatus& s) {
+        return (s.state() == state::v1::SessionStatus::UP && s.reconnects() >= 1) ||
+               s.state() == state::v1::SessionStatus::IDENTITY_MISMATCH;
+      },
+      &status);
 
   ASSERT_TRUE(settled) << status.DebugString();
   EXPECT_EQ(status.state(), state::v1::SessionStatus::UP) << status.message();
@@ -427,13 +439,8 @@ TEST_F(ResilienceTest, ATargetThatStopsAnsweringCommandsFailsIoInsteadOfHanging)
 
   EXPECT_TRUE(finished) << "I/O hung on a target that answers nothing";
   EXPECT_EQ(err, EIO);
-  const std::string session_dir = OnlySessionDir();
-  EXPECT_TRUE(WaitUntilInDir(session_dir, IN_MOVED_TO, std::chrono::seconds(60), [&] {
-    state::v1::SessionStatus status;
-    auto raw = ReadFileToString(session_dir + "/status");
-    return raw.ok() && status.ParseFromString(*raw) &&
-           status.state() == state::v1::SessionStatus::UP;
-  }));
+  EXPECT_TRUE(WaitForSession(
+      [](const state::v1::SessionStatus& s) { return s.state() == state::v1::SessionStatus::UP; }));
   EXPECT_EQ(WriteBlockDirect(target, 0, 'h'), 0) << "I/O works again once the target answers";
   EXPECT_TRUE(Unpublish("vol-hung", target).ok());
   EXPECT_TRUE(Unstage("vol-hung", Staging("vol-hung")).ok());
