@@ -28,6 +28,7 @@
 #include "agent/manifest_source.h"
 #include "agent/manifest_volume_store.h"
 #include "agent/metrics.h"
+#include "agent/node_id.h"
 #include "agent/node_service.h"
 #include "agent/session_bundle.h"
 #include "agent/systemd_launcher.h"
@@ -156,7 +157,15 @@ int RunDaemon(DaemonOptions options) {
     options.node_id = host.data();
   }
   const bool kubernetes = options.mode == Mode::kKubernetes;
-  const std::string plugins_root = kubernetes ? "/var/lib/kubelet" : options.state_dir;
+  if (auto s = ValidateNodeId(options.node_id, kubernetes); !s.ok()) {
+    Log().error("startup failed: {}", std::string(s.message()));
+    return 2;
+  }
+  if (kubernetes && !IsCleanAbsolutePath(options.kubelet_dir)) {
+    Log().error("--kubelet-dir '{}' must be an absolute, normalised path", options.kubelet_dir);
+    return 2;
+  }
+  const std::string plugins_root = kubernetes ? options.kubelet_dir : options.state_dir;
   if (options.csi_endpoint.empty()) {
     options.csi_endpoint = absl::StrCat(
         "unix://",

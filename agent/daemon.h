@@ -16,11 +16,14 @@ enum class Mode {
 
 struct DaemonOptions {
   Mode mode = Mode::kStandalone;
+  // The kubelet's root directory (its --root-dir; microk8s, k0s and RKE move it). Kubernetes
+  // mode only: the CSI socket, the registration directory and the session bundle go under it.
+  std::string kubelet_dir = "/var/lib/kubelet";
   // "unix:///path/csi.sock"; default <state-dir>/plugins/<driver>/csi.sock, or
-  // /var/lib/kubelet/plugins/<driver>/csi.sock in Kubernetes mode.
+  // <kubelet-dir>/plugins/<driver>/csi.sock in Kubernetes mode.
   std::string csi_endpoint;
   // Where the registration socket goes (and, standalone, what the watcher watches). Default
-  // <state-dir>/plugins_registry, or /var/lib/kubelet/plugins_registry in Kubernetes mode.
+  // <state-dir>/plugins_registry, or <kubelet-dir>/plugins_registry in Kubernetes mode.
   std::string registration_dir;
   // The CSI socket path as the registering side sees it, when that differs from ours.
   std::string kubelet_registration_path;
@@ -31,12 +34,13 @@ struct DaemonOptions {
   std::chrono::milliseconds csi_timeout{std::chrono::minutes(2)};
   int max_parallel_operations = 8;
   std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
-  // /metrics, /healthz, /readyz; empty = off.
-  std::string metrics_address = "127.0.0.1:9808";
+  // /metrics, /healthz, /readyz; empty = off. Not 9808: that is csi-livenessprobe's default,
+  // and with hostNetwork other drivers' probes on the node hold it.
+  std::string metrics_address = "127.0.0.1:29780";
   std::chrono::milliseconds stats_period{std::chrono::seconds(60)};
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
-  std::string node_id;  // Default: host name.
+  std::string node_id;  // Default: host name. Checked by ValidateNodeId (node_id.h).
   std::string state_dir = "/var/lib/stagehand";
   std::string runtime_dir = "/run/stagehand";
   // Who starts session processes: "auto" (systemd when it answers on the bus, else detached
@@ -47,7 +51,7 @@ struct DaemonOptions {
   std::string iscsi_transport = "auto";
   std::string systemd_bus_address = "unix:path=/run/dbus/system_bus_socket";
   // Where the relocatable session bundle goes (a host path); empty: run the session binary in
-  // place. Default in Kubernetes mode: /var/lib/kubelet/plugins/<driver>/bin (/run is often
+  // place. Default in Kubernetes mode: <kubelet-dir>/plugins/<driver>/bin (/run is often
   // mounted noexec). Checked not to be noexec.
   std::string session_bundle_dir;
   std::string initiator_name;

@@ -136,7 +136,7 @@ class MetricsServer {
     std::function<absl::Status()> ready;
   };
 
-  // `address` is host:port ("127.0.0.1:9808", "[::1]:9808", "0.0.0.0:9808").
+  // `address` is host:port ("127.0.0.1:29780", "[::1]:29780", "0.0.0.0:29780").
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
       Probes probes);

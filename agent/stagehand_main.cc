@@ -30,13 +30,17 @@ int main(int argc, char** argv) {
                  "registration socket")
       ->check(CLI::IsMember({"standalone", "kubernetes"}))
       ->capture_default_str();
+  app.add_option("--kubelet-dir", o.kubelet_dir,
+                 "Kubernetes mode: the kubelet's root directory (its --root-dir); the CSI socket, "
+                 "the registration directory and the session bundle go under it")
+      ->capture_default_str();
   app.add_option("--csi-endpoint", o.csi_endpoint,
                  "CSI endpoint to serve (default unix://<state-dir>/plugins/<driver>/csi.sock; "
-                 "kubernetes: unix:///var/lib/kubelet/plugins/<driver>/csi.sock)");
+                 "kubernetes: unix://<kubelet-dir>/plugins/<driver>/csi.sock)");
   app.add_option("--registration-dir", o.registration_dir,
                  "Plugin registration directory: our <driver>-reg.sock goes here and, standalone, "
                  "every plugin found here is registered (default <state-dir>/plugins_registry; "
-                 "kubernetes: /var/lib/kubelet/plugins_registry)");
+                 "kubernetes: <kubelet-dir>/plugins_registry)");
   app.add_option("--kubelet-registration-path", o.kubelet_registration_path,
                  "CSI socket path to advertise in the registration socket when the registering "
                  "side sees it under another path (default: the --csi-endpoint path)");
@@ -102,7 +106,7 @@ int main(int argc, char** argv) {
       "--session-bundle-dir", o.session_bundle_dir,
       "Host directory for a relocatable copy of the session binary and its libraries, "
       "run by the host's systemd; must not be mounted noexec (default in kubernetes mode: "
-      "/var/lib/kubelet/plugins/<driver>/bin)");
+      "<kubelet-dir>/plugins/<driver>/bin)");
   app.add_option("--initiator-name", o.initiator_name,
                  "iSCSI initiator name (default: /etc/iscsi/initiatorname.iscsi, else generated "
                  "once and kept in the state dir)");

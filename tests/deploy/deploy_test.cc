@@ -23,7 +23,7 @@ using ::testing::IsSupersetOf;
 using ::testing::Not;
 
 constexpr char kDriverName[] = "iscsi.stagehand.dev";
-constexpr int kMetricsPort = 9808;
+constexpr int kMetricsPort = 29780;
 
 std::string SourcePath(const std::string& relative) {
   return std::string(SH_SOURCE_DIR) + "/" + relative;
@@ -178,20 +178,65 @@ TEST_F(DaemonSetTest, PodRunsPrivilegedOnTheHostNetworkOnEveryNode) {
 TEST_F(DaemonSetTest, ArgsSelectKubernetesModeAndNodeName) {
   const std::vector<std::string> args = Strings(container_["args"]);
 
-  EXPECT_THAT(args, IsSupersetOf({"--mode=kubernetes", "--node-id=$(NODE_NAME)",
-                                  "--metrics-address=0.0.0.0:9808",
-                                  "--state-dir=/var/lib/stagehand", "--session-launcher=systemd"}));
+  EXPECT_THAT(args,
+              IsSupersetOf({"--mode=kubernetes", "--node-id=$(NODE_NAME)",
+                            "--metrics-address=0.0.0.0:29780", "--state-dir=/var/lib/stagehand",
+                            "--session-launcher=systemd", "--kubelet-dir=/var/lib/kubelet"}));
   const YAML::Node env = FindBy(container_["env"], "name", "NODE_NAME");
   ASSERT_TRUE(env.IsMap());
   EXPECT_EQ(env["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName");
 }
 
-TEST_F(DaemonSetTest, MountsKubeletDirBidirectionally) {
-  const auto [mount, host] = MountAt("/var/lib/kubelet");
+TEST_F(DaemonSetTest, MountsKubeletPluginsAndPodsBidirectionallyAsSiblings) {
+  for (const char* path : {"/var/lib/kubelet/plugins", "/var/lib/kubelet/pods"}) {
+    SCOPED_TRACE(path);
+    const auto [mount, host] = MountAt(path);
+    ASSERT_TRUE(mount.IsMap());
+    EXPECT_EQ(mount["mountPropagation"].as<std::string>(""), "Bidirectional");
+    EXPECT_EQ(host["path"].as<std::string>(""), path);
+  }
+  // Not the kubelet's root itself: plugins_registry would then be nested under it.
+  EXPECT_FALSE(MountAt("/var/lib/kubelet").first.IsMap());
+}
 
-  ASSERT_TRUE(mount.IsMap());
-  EXPECT_EQ(mount["mountPropagation"].as<std::string>(""), "Bidirectional");
-  EXPECT_EQ(host["path"].as<std::string>(""), "/var/lib/kubelet");
+// A mount under a Bidirectional one is copied back to the host through the shared mount on every
+// container start: the host's mount count doubles with each restart.
+TEST_F(DaemonSetTest, NoMountIsNestedUnderABidirectionalMount) {
+  std::vector<std::string> bidirectional;
+  for (const YAML::Node& m : container_["volumeMounts"]) {
+    if (m["mountPropagation"].as<std::string>("") == "Bidirectional") {
+      bidirectional.push_back(m["mountPath"].as<std::string>());
+    }
+  }
+  ASSERT_THAT(bidirectional, Not(IsEmpty()));
+  for (const YAML::Node& m : container_["volumeMounts"]) {
+    const std::string path = m["mountPath"].as<std::string>();
+    for (const std::string& outer : bidirectional) {
+      EXPECT_FALSE(path != outer && path.rfind(outer + "/", 0) == 0)
+          << path << " is nested under the Bidirectional mount " << outer;
+    }
+  }
+}
+
+// The kubelet passes host paths (staging and target paths, the registration socket's endpoint),
+// so every kubelet path is mounted at the same path it has on the host, under --kubelet-dir.
+TEST_F(DaemonSetTest, KubeletPathsAreMountedWhereTheyAreOnTheHostUnderKubeletDir) {
+  const std::vector<std::string> args = Strings(container_["args"]);
+  const auto arg = std::find_if(args.begin(), args.end(), [](const std::string& a) {
+    return a.rfind("--kubelet-dir=", 0) == 0;
+  });
+  ASSERT_NE(arg, args.end());
+  const std::string kubelet_dir = arg->substr(std::string("--kubelet-dir=").size());
+  int under = 0;
+  for (const YAML::Node& m : container_["volumeMounts"]) {
+    const std::string path = m["mountPath"].as<std::string>();
+    const YAML::Node volume = FindBy(pod_["volumes"], "name", m["name"].as<std::string>());
+    EXPECT_EQ(volume["hostPath"]["path"].as<std::string>(""), path);
+    if (path.rfind(kubelet_dir + "/", 0) == 0) {
+      ++under;
+    }
+  }
+  EXPECT_EQ(under, 3);  // plugins, pods, plugins_registry.
 }
 
 TEST_F(DaemonSetTest, MountsHostPathsTheAgentNeeds) {
@@ -206,7 +251,9 @@ TEST_F(DaemonSetTest, MountsHostPathsTheAgentNeeds) {
       {"/sys", ""},
       {"/run/stagehand", "DirectoryOrCreate"},
       {"/var/lib/stagehand", "DirectoryOrCreate"},
-      {"/run/dbus/system_bus_socket", "Socket"},
+      // The bus's directory, not its socket file: that would name a dead socket once the
+      // host's bus restarts.
+      {"/run/dbus", "Directory"},
       {"/etc/iscsi", "DirectoryOrCreate"},  // Kernel transport: node records.
       {"/run/udev", ""},                    // ... and udev's device database.
   };
@@ -376,7 +423,7 @@ TEST(PackagingTest, DefaultConfigIsAFlatMapWithTheDocumentedDefaults) {
   EXPECT_EQ(config["mode"].as<std::string>(), "standalone");
   EXPECT_EQ(config["state-dir"].as<std::string>(), "/var/lib/stagehand");
   EXPECT_EQ(config["runtime-dir"].as<std::string>(), "/run/stagehand");
-  EXPECT_EQ(config["metrics-address"].as<std::string>(), "127.0.0.1:9808");
+  EXPECT_EQ(config["metrics-address"].as<std::string>(), "127.0.0.1:29780");
   EXPECT_EQ(config["log-format"].as<std::string>(), "auto");
   EXPECT_EQ(config["stats-period"].as<int>(), 60);
 }

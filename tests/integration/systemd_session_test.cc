@@ -165,6 +165,28 @@ TEST_F(SystemdSessionTest, LoginFailureLeavesNoUnitBehind) {
   EXPECT_FALSE(absl::StrContains(*units, "stagehand-session-")) << *units;
 }
 
+// The host's dbus and systemd restart under a running agent (the bus socket is then a new one at
+// the same path): the next session still starts, on a new connection.
+TEST_F(SystemdSessionTest, SessionStartsAfterTheBusAndManagerRestart) {
+  ASSERT_NE(manager_, nullptr);
+  AddLun();
+  auto st = Stage(StageRequest("vol-r1"));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  st = Unstage("vol-r1", Staging("vol-r1"));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+
+  manager_->Stop();
+  ASSERT_TRUE(manager_->Start(manager_root_ + "/xdg").ok());
+
+  st = Stage(StageRequest("vol-r1"));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const state::v1::SessionRecord session = Record("vol-r1").session();
+  auto active = manager_->Systemctl({"is-active", session.unit()});
+  EXPECT_TRUE(active.ok() && absl::StartsWith(*active, "active")) << active.status();
+  st = Unstage("vol-r1", Staging("vol-r1"));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
 // Many distributions mount /run noexec: a bundle there could never run, so startup refuses it.
 TEST(SessionBundleTest, ANoexecBundleDirectoryIsRefusedAtStartup) {
   if (!IntegrationEnabled()) {
