@@ -1,0 +1,302 @@
+# A single-node Kubernetes for tests/e2e, sourced by e2e_test.sh inside its private namespaces.
+#
+# Where it runs: on this host, in mount, network, PID and UTS namespaces of the test's own
+# (unshare), so nothing it mounts, no interface, route or process it makes outlives the test.
+# Each workaround, and why:
+#   - hybrid cgroup v1, systemd not PID 1: kubelet and containerd use the cgroupfs driver, and
+#     the kubelet is told failCgroupV1: false (1.35 refuses cgroup v1 otherwise).
+#   - a private `/`: the namespace's `/` is made rshared, so Bidirectional propagation works.
+#   - no host systemd: `systemd --user` (as root) answers on /run/dbus/system_bus_socket (in a
+#     tmpfs /run of the namespace); it has the system manager's D-Bus API (StartTransientUnit),
+#     so the DaemonSet's session units run there, outside the pod's cgroup, as they would under
+#     the host's systemd.
+#   - no registry: every image (stagehand, pause, busybox) is built here and imported with ctr.
+#   - no cluster network: a veth pair carries the node's address; pods get addresses
+#     from the bridge CNI plugin (Debian's containernetworking-plugins) with host-local IPAM.
+#
+# Needs: KUBE_BIN (kubelet, kube-*, kubectl, etcd, containerd, ctr; tests/e2e/build-cluster),
+# E2E_WORK (a scratch directory on disk), and the image archives under $E2E_WORK/images.
+
+NODE_NAME=sh-e2e
+NODE_IP=10.251.0.1
+SERVICE_CIDR=10.96.0.0/24
+POD_CIDR=10.88.0.0/16
+
+log() { echo "e2e: $*" >&2; }
+die() {
+  log "FAILED: $*"
+  exit 1
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...: runs COMMAND until it succeeds, at most SECONDS.
+wait_for() {
+  local limit=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "timed out after ${limit}s waiting for: $what"
+    sleep 0.5
+  done
+}
+
+kc() { "$KUBE_BIN/kubectl" --kubeconfig "$E2E_WORK/pki/admin.kubeconfig" "$@"; }
+
+# --- the namespace's file system and network ------------------------------------------------
+
+setup_host() {
+  mount --make-rshared /
+  # A fresh /run: our bus, our systemd, containerd's and tgtd's sockets; nothing of the host's.
+  mount -t tmpfs -o mode=0755 tmpfs /run
+  mkdir -p /run/systemd/system /run/dbus /run/udev /run/user/0 /run/lock
+  chmod 0700 /run/user/0
+  local d
+  for d in /var/lib/kubelet /var/lib/stagehand /var/lib/containerd /var/log/pods \
+    /var/log/containers /etc/iscsi; do
+    mkdir -p "$d" "$E2E_WORK/root$d"
+    mount --bind "$E2E_WORK/root$d" "$d"
+  done
+  mount --make-rshared /var/lib/kubelet
+  hostname "$NODE_NAME"
+  ip link set lo up
+  # The node's interface: one end of a veth pair (this kernel has no dummy links).
+  ip link add sh-e2e0 type veth peer name sh-e2e1
+  ip addr add "$NODE_IP/24" dev sh-e2e0
+  ip link set sh-e2e1 up
+  ip link set sh-e2e0 up
+  ip route add default dev sh-e2e0
+  echo 1 >/proc/sys/net/ipv4/ip_forward
+}
+
+# --- certificates -----------------------------------------------------------------------------
+
+# cert NAME SUBJECT [SAN]: a key and a certificate signed by the test's CA.
+cert() {
+  local name=$1 subject=$2 san=${3:-}
+  local pki=$E2E_WORK/pki
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$pki/$name.key" -subj "$subject" \
+    -out "$pki/$name.csr" 2>/dev/null
+  local ext="$pki/$name.ext"
+  echo "basicConstraints=CA:FALSE" >"$ext"
+  echo "keyUsage=digitalSignature,keyEncipherment" >>"$ext"
+  echo "extendedKeyUsage=serverAuth,clientAuth" >>"$ext"
+  [[ -z $san ]] || echo "subjectAltName=$san" >>"$ext"
+  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 2 -extfile "$ext" -out "$pki/$name.crt" 2>/dev/null
+}
+
+# kubeconfig NAME: $pki/NAME.kubeconfig with NAME's client certificate.
+kubeconfig() {
+  local pki=$E2E_WORK/pki
+  cat >"$pki/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: "https://$NODE_IP:6443", certificate-authority: "$pki/ca.crt"}
+users:
+- name: $1
+  user: {client-certificate: "$pki/$1.crt", client-key: "$pki/$1.key"}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: $1}
+current-context: e2e
+EOF
+}
+
+make_pki() {
+  local pki=$E2E_WORK/pki
+  mkdir -p "$pki"
+  openssl req -x509 -new -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -subj "/CN=sh-e2e-ca" \
+    -days 2 -out "$pki/ca.crt" 2>/dev/null
+  cert apiserver "/CN=kube-apiserver" \
+    "IP:$NODE_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+  cert admin "/O=system:masters/CN=admin"
+  cert controller-manager "/CN=system:kube-controller-manager"
+  cert scheduler "/CN=system:kube-scheduler"
+  cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  local n
+  for n in admin controller-manager scheduler kubelet; do kubeconfig "$n"; done
+}
+
+# --- components ---------------------------------------------------------------------------------
+
+# start NAME COMMAND...: runs COMMAND in the background with its output in $E2E_WORK/logs/NAME.log
+# and its PID in $E2E_WORK/pids/NAME.
+start() {
+  local name=$1
+  shift
+  mkdir -p "$E2E_WORK/logs" "$E2E_WORK/pids"
+  "$@" >>"$E2E_WORK/logs/$name.log" 2>&1 &
+  echo $! >"$E2E_WORK/pids/$name"
+}
+
+stop() {
+  local pidfile=$E2E_WORK/pids/$1
+  [[ -f $pidfile ]] || return 0
+  local pid
+  pid=$(cat "$pidfile")
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -f "$pidfile"
+}
+
+# systemd --user (as root) with its own socket-activated dbus-daemon at $XDG_RUNTIME_DIR/bus, which
+# /run/dbus/system_bus_socket then names too (a hard link: the DaemonSet mounts /run/dbus). The
+# manager is kept off that "system bus" (it is its own API bus) by DBUS_SYSTEM_BUS_ADDRESS.
+SYSTEMD_RUNTIME=/run/e2e-systemd
+start_systemd() {
+  mkdir -p "$SYSTEMD_RUNTIME"
+  start systemd env XDG_RUNTIME_DIR="$SYSTEMD_RUNTIME" \
+    DBUS_SESSION_BUS_ADDRESS="unix:path=$SYSTEMD_RUNTIME/bus" \
+    DBUS_SYSTEM_BUS_ADDRESS="unix:path=$SYSTEMD_RUNTIME/no-system-bus" \
+    /lib/systemd/systemd --user --log-target=console --log-level=info
+  wait_for 30 "systemd's bus socket" test -S "$SYSTEMD_RUNTIME/bus"
+  ln "$SYSTEMD_RUNTIME/bus" /run/dbus/system_bus_socket
+  wait_for 30 "systemd --user on /run/dbus/system_bus_socket" \
+    busctl --address=unix:path=/run/dbus/system_bus_socket get-property org.freedesktop.systemd1 \
+    /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager Version
+}
+
+systemctl_e2e() {
+  XDG_RUNTIME_DIR=$SYSTEMD_RUNTIME DBUS_SESSION_BUS_ADDRESS=unix:path=$SYSTEMD_RUNTIME/bus \
+    systemctl --user --no-pager "$@"
+}
+
+start_control_plane() {
+  local pki=$E2E_WORK/pki
+  start etcd "$KUBE_BIN/etcd" --data-dir "$E2E_WORK/etcd" --name e2e \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster e2e=http://127.0.0.1:2380 --log-level warn
+  start kube-apiserver "$KUBE_BIN/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
+    --advertise-address "$NODE_IP" --bind-address 0.0.0.0 --secure-port 6443 \
+    --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged=true \
+    --authorization-mode Node,RBAC --client-ca-file "$pki/ca.crt" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --kubelet-preferred-address-types InternalIP
+  wait_for 120 "kube-apiserver /readyz" kc get --raw /readyz
+  start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
+    --kubeconfig "$pki/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$pki/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$pki/controller-manager.kubeconfig" \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --use-service-account-credentials=true --leader-elect=false
+  start kube-scheduler "$KUBE_BIN/kube-scheduler" --kubeconfig "$pki/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$pki/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$pki/scheduler.kubeconfig" --leader-elect=false
+  wait_for 60 "the default service account" kc -n default get serviceaccount default
+}
+
+# runc, or on a host whose root lacks CAP_SYS_RESOURCE (no process may lower its
+# oom_score_adj, which the kubelet asks for on every pod sandbox) the runc-oom wrapper.
+runc_binary() {
+  local bounding
+  bounding=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
+  if (((0x$bounding >> 24) & 1)); then
+    echo /usr/sbin/runc
+  else
+    echo "$KUBE_BIN/runc-oom"
+  fi
+}
+
+start_containerd() {
+  local conf=$E2E_WORK/containerd.toml
+  mkdir -p "$E2E_WORK/cni"
+  cat >"$E2E_WORK/cni/10-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "e2e",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
+              "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "loopback"}
+  ]
+}
+EOF
+  cat >"$conf" <<EOF
+version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "localhost/pause:e2e"
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ["/usr/lib/cni"]
+  conf_dir = "$E2E_WORK/cni"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  BinaryName = "$(runc_binary)"
+  SystemdCgroup = false
+EOF
+  PATH=$KUBE_BIN:$PATH start containerd "$KUBE_BIN/containerd" --config "$conf"
+  wait_for 30 "containerd" "$KUBE_BIN/ctr" --address /run/containerd/containerd.sock version
+  local archive
+  for archive in "$E2E_WORK"/images/*.tar; do
+    "$KUBE_BIN/ctr" --address /run/containerd/containerd.sock -n k8s.io images import \
+      --no-unpack "$archive" >/dev/null 2>>"$E2E_WORK/logs/ctr.log" || die "ctr import $archive"
+  done
+}
+
+start_kubelet() {
+  local pki=$E2E_WORK/pki
+  cat >"$E2E_WORK/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$pki/ca.crt"}
+authorization: {mode: Webhook}
+tlsCertFile: "$pki/kubelet.crt"
+tlsPrivateKeyFile: "$pki/kubelet.key"
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+imageServiceEndpoint: unix:///run/containerd/containerd.sock
+resolvConf: /etc/resolv.conf
+volumeStatsAggPeriod: 5s
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+syncFrequency: 5s
+EOF
+  start kubelet "$KUBE_BIN/kubelet" --config "$E2E_WORK/kubelet.yaml" \
+    --kubeconfig "$pki/kubelet.kubeconfig" --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" \
+    --root-dir /var/lib/kubelet --v=2
+}
+
+node_ready() {
+  [[ $(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+}
+
+cluster_up() {
+  local t=$SECONDS
+  setup_host
+  make_pki
+  start_systemd
+  start_control_plane
+  start_containerd
+  start_kubelet
+  wait_for 120 "node $NODE_NAME Ready" node_ready
+  log "cluster up in $((SECONDS - t)) s"
+}
+
+cluster_down() {
+  local c
+  for c in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$c"; done
+  # Pod sandboxes and containers: containerd's shims outlive containerd; the PID namespace ends
+  # them all when the test's PID 1 exits.
+  stop containerd
+  stop systemd
+}

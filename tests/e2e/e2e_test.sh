@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# End-to-end: stagehand's image and deploy/kubernetes (unmodified but for the image's archive)
+# under a real kubelet, kube-apiserver, scheduler and controller-manager, containerd and runc,
+# with an iSCSI target (tgtd, CHAP) on the node. See cluster.sh for where the cluster runs.
+#
+#   tests/e2e/e2e_test.sh IMAGE_ARCHIVE     (root; tests/e2e/build-cluster first)
+#
+# Checks, in order: the kubelet registers our driver (CSINode, node id); the example
+# Secret/PV/PVC/Pod stages, publishes and takes writes; deleting the pod unpublishes and
+# unstages (no mount, session or loop device left); a new pod finds the data; a rolling restart
+# of the DaemonSet under a writing pod never fails its I/O and leaves the node's mount count
+# as it was; a kubelet restart keeps the pod's volume mounted (same mount, no remount); the
+# kubelet's kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives
+# them) match the file system; a raw block PVC takes writes and reads them back.
+# The userspace transport only: this host's kernel has no iSCSI initiator (the kernel
+# transport has its own QEMU guest test, tests/kernel).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+if [[ ${1:-} != --inside ]]; then
+  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE}
+  [[ $(id -u) -eq 0 ]] || { echo "e2e: needs root" >&2; exit 1; }
+  kube_version=$(sed -n 's/^KUBE_VERSION=//p' "$here/build-cluster")
+  export KUBE_BIN=${STAGEHAND_TEST_TOOLS:-$HOME/.cache/stagehand-tools}/kube-$kube_version/bin
+  [[ -x $KUBE_BIN/kubelet ]] || { echo "e2e: no $KUBE_BIN/kubelet: run tests/e2e/build-cluster" >&2; exit 1; }
+  E2E_WORK=$(mktemp -d /tmp/sh-e2e.XXXXXX)
+  export E2E_WORK
+  mkdir -p "$E2E_WORK/images"
+  cp "$image_archive" "$E2E_WORK/images/stagehand.tar"
+  "$here/test-images" "$KUBE_BIN" "$E2E_WORK/images"
+  # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none.
+  made_modules=0
+  [[ -e /lib/modules ]] || made_modules=1
+  rc=0
+  # PID 1 of the new PID namespace is the test itself: when it exits, the kernel ends every
+  # process left in it, and the mount and network namespaces go with the last of them.
+  unshare --mount --net --pid --uts --fork --mount-proc --propagation private \
+    "$0" --inside || rc=$?
+  # Loop devices are not namespaced: one left attached to a file of the test is a leftover.
+  if losetup --list --noheadings --output NAME,BACK-FILE | grep -F "$E2E_WORK" >&2; then
+    echo "e2e: FAILED: loop devices left attached" >&2
+    rc=1
+  fi
+  if ((rc != 0)); then
+    echo "e2e: logs kept in $E2E_WORK/logs" >&2
+    mkdir -p /tmp/sh-e2e-logs && cp -r "$E2E_WORK/logs" "/tmp/sh-e2e-logs/$(basename "$E2E_WORK")"
+  fi
+  rm -rf "$E2E_WORK"
+  ((made_modules == 0)) || rmdir /lib/modules 2>/dev/null || true
+  exit "$rc"
+fi
+
+# shellcheck source=tests/e2e/cluster.sh
+source "$here/cluster.sh"
+mkdir -p "$E2E_WORK/logs"
+
+on_exit() {
+  local rc=$?
+  if ((rc != 0)); then
+    kc get pods -A -o wide >"$E2E_WORK/logs/pods.txt" 2>&1 || true
+    kc get events -A >"$E2E_WORK/logs/events.txt" 2>&1 || true
+    kc -n stagehand-system logs ds/stagehand-node --all-containers >"$E2E_WORK/logs/stagehand.log" 2>&1 || true
+    systemctl_e2e list-units --all --no-legend >"$E2E_WORK/logs/units.txt" 2>&1 || true
+    cat /proc/self/mountinfo >"$E2E_WORK/logs/mountinfo.txt" 2>&1 || true
+  fi
+  # Unmount what the cluster mounted before the namespaces go, so loop devices are released.
+  kc delete pod --all --wait=true --timeout=120s >/dev/null 2>&1 || true
+  cluster_down
+  local m
+  for m in $(awk '{print $5}' /proc/self/mountinfo | grep -E '^/(var/lib/kubelet|run/stagehand)/' | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  losetup --list --noheadings --output NAME,BACK-FILE | awk '/\/run\/stagehand\// {print $1}' |
+    xargs -r -n1 losetup -d 2>/dev/null || true
+  exit "$rc"
+}
+trap on_exit EXIT
+
+mount_count() { wc -l </proc/self/mountinfo; }
+
+# --- tgtd with CHAP: LUN 1 for the filesystem PV, LUN 2 for the raw block PV.
+IQN=iqn.2026-12.dev.stagehand:e2e
+CHAP_USER=e2e-user
+CHAP_PASSWORD=e2e-secret-0123
+start_tgtd() {
+  start tgtd tgtd -f --iscsi portal=127.0.0.1:3260
+  wait_for 10 "tgtd" tgtadm --lld iscsi --mode target --op show
+  tgtadm --lld iscsi --mode target --op new --tid 1 --targetname "$IQN"
+  local lun
+  for lun in 1 2; do
+    truncate -s 256M "$E2E_WORK/lun$lun.img"
+    tgtadm --lld iscsi --mode logicalunit --op new --tid 1 --lun "$lun" \
+      --backing-store "$E2E_WORK/lun$lun.img"
+  done
+  tgtadm --lld iscsi --mode target --op bind --tid 1 --initiator-address ALL
+  tgtadm --lld iscsi --mode account --op new --user "$CHAP_USER" --password "$CHAP_PASSWORD"
+  tgtadm --lld iscsi --mode account --op bind --tid 1 --user "$CHAP_USER"
+}
+
+t0=$SECONDS
+cluster_up
+start_tgtd
+
+# --- the DaemonSet, as shipped.
+t=$SECONDS
+kc apply -k "$repo/deploy/kubernetes" >/dev/null
+kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
+  die "the DaemonSet did not become ready"
+csinode_driver() {
+  [[ $(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].nodeID}') == "$NODE_NAME" ]]
+}
+wait_for 60 "CSINode $NODE_NAME lists iscsi.stagehand.dev with node id $NODE_NAME" csinode_driver
+log "ok: DaemonSet ready and registered with the kubelet in $((SECONDS - t)) s"
+
+# --- the example Secret/PV/PVC/Pod, pointed at our target.
+example() {
+  sed -e "s#targetPortal: 10.0.0.5:3260#targetPortal: 127.0.0.1:3260#" \
+    -e "s#iqn: iqn.2026-11.com.example:storage#iqn: $IQN#" \
+    -e "s#node.session.auth.username: initiator-user#node.session.auth.username: $CHAP_USER#" \
+    -e "s#node.session.auth.password: change-me-12chars#node.session.auth.password: $CHAP_PASSWORD#" \
+    -e "s#storage: 10Gi#storage: 256Mi#" \
+    "$repo/deploy/kubernetes/example-pv.yaml"
+}
+# pod NAME COMMAND: the example's pod under another name and command.
+pod() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+    - name: app
+      image: busybox:1.36
+      command: ["sh", "-c", "$2"]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: pg-data}
+EOF
+}
+pod_running() { [[ $(kc get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
+
+t=$SECONDS
+example | kc apply -f - >/dev/null
+wait_for 180 "pod pg-data-demo Running" pod_running pg-data-demo
+log "ok: example pod Running with a fresh LUN (stage, format, publish) in $((SECONDS - t)) s"
+kc exec pg-data-demo -- sh -c 'echo e2e-data > /data/proof && sync' || die "write to the volume"
+[[ $(kc exec pg-data-demo -- cat /data/proof) == e2e-data ]] || die "read back from the volume"
+staging=$(awk '$5 ~ /^\/var\/lib\/kubelet\/plugins\/kubernetes.io\/csi\/iscsi.stagehand.dev\/.*\/globalmount$/ {print $5}' /proc/self/mountinfo)
+[[ -n $staging ]] || die "no staging mount under the kubelet's plugin directory"
+[[ $(systemctl_e2e list-units --no-legend 'stagehand-session-*' | wc -l) -eq 1 ]] ||
+  die "expected one session unit"
+log "ok: the example pod writes and reads its volume (staged at $staging)"
+
+# --- deleting the pod unpublishes and unstages: nothing of the volume is left on the node.
+t=$SECONDS
+kc delete pod pg-data-demo --wait=true --timeout=120s >/dev/null
+nothing_left() {
+  ! awk '{print $5}' /proc/self/mountinfo |
+    grep -qE '^/var/lib/kubelet/(pods|plugins)/.*kubernetes.io[~/]csi' &&
+    [[ $(systemctl_e2e list-units --all --no-legend 'stagehand-session-*' | wc -l) -eq 0 ]] &&
+    ! losetup --list --noheadings --output BACK-FILE | grep -q /run/stagehand/
+}
+wait_for 120 "unpublish and unstage after the pod's deletion" nothing_left
+log "ok: pod deleted: no mount, session unit or loop device left ($((SECONDS - t)) s)"
+
+# --- a new pod finds the data.
+pod reader 'cat /data/proof; sleep 3600' | kc apply -f - >/dev/null
+wait_for 180 "pod reader Running" pod_running reader
+[[ $(kc exec reader -- cat /data/proof) == e2e-data ]] || die "the new pod does not see the data"
+kc delete pod reader --wait=true --timeout=120s >/dev/null
+wait_for 120 "unstage after the reader pod" nothing_left
+log "ok: a new pod found the data"
+
+# --- rolling restart of the DaemonSet under a writing pod.
+# The writer appends a counter line and fsyncs each round; any failed write ends the container
+# (restartCount > 0) and leaves FAIL in its log.
+writer='i=0; while true; do echo $i >> /data/log && sync /data/log || { echo FAIL; exit 1; }; i=$((i+1)); done'
+pod writer "$writer" | kc apply -f - >/dev/null
+wait_for 180 "pod writer Running" pod_running writer
+lines() { kc exec writer -- wc -l /data/log | awk '{print $1}'; }
+before_mounts=$(mount_count)
+for round in 1 2 3; do
+  kc -n stagehand-system rollout restart ds/stagehand-node >/dev/null
+  kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
+    die "rollout $round did not finish"
+done
+wait_for 60 "CSINode after the restarts" csinode_driver
+n1=$(lines)
+grows() { (($(lines) > n1)); }
+wait_for 30 "the writer's log to keep growing" grows
+[[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
+  die "the writer's container restarted: its I/O failed during the rollout"
+! kc logs writer | grep -q FAIL || die "the writer saw a failed write"
+after_mounts=$(mount_count)
+((after_mounts == before_mounts)) ||
+  die "the node's mount count changed over 3 restarts: $before_mounts -> $after_mounts"
+log "ok: 3 rolling restarts under a writing pod: no failed write, mounts $before_mounts -> $after_mounts"
+
+# --- a kubelet restart keeps the pod's volume mounted: same mount, not a remount.
+target_mount_id() {
+  awk '$5 ~ /^\/var\/lib\/kubelet\/pods\/.*\/volumes\/kubernetes.io~csi\/pg-data\/mount$/ {print $1}' /proc/self/mountinfo
+}
+id_before=$(target_mount_id)
+[[ -n $id_before ]] || die "no publish mount for the writer"
+stop kubelet
+start_kubelet
+wait_for 120 "node Ready after the kubelet restart" node_ready
+n2=$(lines)
+grows2() { (($(lines) > n2)); }
+wait_for 30 "the writer's log to grow after the kubelet restart" grows2
+[[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the kubelet restart"
+log "ok: kubelet restart: the writer's volume stayed mounted (mount id $id_before)"
+
+# --- the kubelet's volume stats for the PVC come from NodeGetVolumeStats.
+metric() {
+  kc get --raw "/api/v1/nodes/$NODE_NAME/proxy/metrics" |
+    awk -v m="$1" '$1 ~ "^"m"\\{" && $1 ~ /persistentvolumeclaim="pg-data"/ {print $2}'
+}
+have_stats() { [[ -n $(metric kubelet_volume_stats_capacity_bytes) ]]; }
+wait_for 60 "kubelet_volume_stats_capacity_bytes for pg-data" have_stats
+read -r blocks bsize files < <(kc exec writer -- stat -f -c '%b %S %c' /data)
+capacity=$(metric kubelet_volume_stats_capacity_bytes)
+inodes=$(metric kubelet_volume_stats_inodes)
+[[ $(printf '%.0f' "$capacity") == $((blocks * bsize)) ]] ||
+  die "kubelet capacity $capacity != statfs $((blocks * bsize))"
+[[ $(printf '%.0f' "$inodes") == "$files" ]] || die "kubelet inodes $inodes != statfs $files"
+log "ok: kubelet_volume_stats for pg-data: capacity $capacity bytes, $inodes inodes"
+kc delete pod writer --wait=true --timeout=120s >/dev/null
+wait_for 120 "unstage after the writer pod" nothing_left
+
+# --- a raw block PVC.
+kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: raw-block}
+spec:
+  capacity: {storage: 256Mi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  volumeMode: Block
+  csi:
+    driver: iscsi.stagehand.dev
+    volumeHandle: raw-block
+    volumeAttributes: {targetPortal: "127.0.0.1:3260", iqn: "$IQN", lun: "2"}
+    nodeStageSecretRef: {name: iscsi-chap, namespace: default}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: raw-block, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: raw-block
+  volumeMode: Block
+  resources: {requests: {storage: 256Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: block, namespace: default}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+    - name: app
+      image: busybox:1.36
+      command: ["sh", "-c", "sleep 3600"]
+      volumeDevices: [{name: data, devicePath: /dev/xvda}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: raw-block}
+EOF
+wait_for 180 "pod block Running" pod_running block
+kc exec block -- sh -c 'echo raw-block-e2e | dd of=/dev/xvda bs=4096 conv=sync,fsync 2>/dev/null' ||
+  die "write to the raw block device"
+[[ $(kc exec block -- sh -c 'dd if=/dev/xvda bs=4096 count=1 2>/dev/null | head -c 13') == raw-block-e2e ]] ||
+  die "read back from the raw block device"
+[[ $(head -c 13 "$E2E_WORK/lun2.img") == raw-block-e2e ]] || die "the data is not on LUN 2"
+kc delete pod block --wait=true --timeout=120s >/dev/null
+wait_for 120 "unstage after the block pod" nothing_left
+log "ok: raw block PVC: written, read back, on the LUN, and unstaged"
+
+log "all checks passed in $((SECONDS - t0)) s"

@@ -1,0 +1,3 @@
+module stagehand.test/pause
+
+go 1.25

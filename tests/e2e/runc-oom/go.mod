@@ -1,0 +1,3 @@
+module stagehand.test/runc-oom
+
+go 1.25
