@@ -39,12 +39,11 @@ TEST(NodeIdTest, KubernetesModeRefusesWhatTheApiServerRefuses) {
     std::string id;
     std::string why;
   };
+
   const Case cases[] = {
-      {"Node-1", "lower-case"},       {"node_1", "lower-case"},
-      {"node 1", "lower-case"},       {"-node", "start and end"},
-      {"node-", "start and end"},     {"a..b", "empty label"},
-      {".node", "empty label"},       {"node.", "empty label"},
-      {std::string(254, 'a'), "253"},
+      {"Node-1", "lower-case"},   {"node_1", "lower-case"},   {"node 1", "lower-case"},
+      {"-node", "start and end"}, {"node-", "start and end"}, {"a..b", "empty label"},
+      {".node", "empty label"},   {"node.", "empty label"},   {std::string(254, 'a'), "253"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.id);

@@ -26,8 +26,18 @@ if [[ ${1:-} != --inside ]]; then
   [[ -x $KUBE_BIN/kubelet ]] || { echo "e2e: no $KUBE_BIN/kubelet: run tests/e2e/build-cluster" >&2; exit 1; }
   E2E_WORK=$(mktemp -d /tmp/sh-e2e.XXXXXX)
   export E2E_WORK
-  mkdir -p "$E2E_WORK/images"
+  mkdir -p "$E2E_WORK/images" "$E2E_WORK/layers"
   cp "$image_archive" "$E2E_WORK/images/stagehand.tar"
+  # No layer of the image holds an initiator name (every node would log in with the same IQN).
+  tar -xf "$image_archive" -C "$E2E_WORK/layers"
+  while IFS= read -r layer; do
+    if tar -tf "$layer" | grep -qx 'etc/iscsi/initiatorname.iscsi'; then
+      echo "e2e: FAILED: the image holds /etc/iscsi/initiatorname.iscsi" >&2
+      rm -rf "$E2E_WORK"
+      exit 1
+    fi
+  done < <(find "$E2E_WORK/layers" -name '*.tar')
+  rm -rf "$E2E_WORK/layers"
   "$here/test-images" "$KUBE_BIN" "$E2E_WORK/images"
   # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none.
   made_modules=0
@@ -112,6 +122,9 @@ csinode_driver() {
 }
 wait_for 60 "CSINode $NODE_NAME lists iscsi.stagehand.dev with node id $NODE_NAME" csinode_driver
 log "ok: DaemonSet ready and registered with the kubelet in $((SECONDS - t)) s"
+# The node has no initiator name of its own and the image none: stagehand made one for this node.
+grep -q '^InitiatorName=iqn\.' /var/lib/stagehand/initiatorname || die "no per-node initiator name generated"
+log "ok: initiator name generated for this node: $(cut -d= -f2 /var/lib/stagehand/initiatorname)"
 
 # --- the example Secret/PV/PVC/Pod, pointed at our target.
 example() {
@@ -207,7 +220,9 @@ id_before=$(target_mount_id)
 [[ -n $id_before ]] || die "no publish mount for the writer"
 stop kubelet
 start_kubelet
-wait_for 120 "node Ready after the kubelet restart" node_ready
+# The node's Ready condition lags; the kubelet answering through the API server does not.
+wait_for 120 "the restarted kubelet" kc get --raw "/api/v1/nodes/$NODE_NAME/proxy/healthz"
+wait_for 120 "the restarted kubelet to know the writer again" kc exec writer -- true
 n2=$(lines)
 grows2() { (($(lines) > n2)); }
 wait_for 30 "the writer's log to grow after the kubelet restart" grows2
