@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/log.h"
-#include "registration/plugin_client.h"
+#include "base/unix_socket.h"
 
 namespace stagehand::agent {
 namespace {
@@ -41,7 +41,7 @@ absl::Status CheckBusSocket(const std::string& address) {
   }
   std::string path = address.substr(kPrefix.size());
   path = path.substr(0, path.find(','));
-  return registration::CheckListening(path);
+  return CheckListening(path);
 }
 
 class SystemdLauncher : public iscsi::SessionLauncher {

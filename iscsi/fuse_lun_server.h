@@ -1,8 +1,9 @@
 #pragma once
 
 // Serves one iSCSI LUN as a single file on a FUSE mount, from one thread that owns both the
-// /dev/fuse channel and the iSCSI socket (see shared/notes/userspace-datapath.md: thread
-// hand-offs cost more than everything else at 4 KiB). Requests are answered from libiscsi
+// /dev/fuse channel and the iSCSI socket: at 4 KiB, handing a request from one thread to
+// another cost more than everything else on its path (bench/README.md has the measurements of
+// the data path). Requests are answered from libiscsi
 // completion callbacks; nothing blocks except the (re)login.
 //
 // Reconnects are ours, not libiscsi's: when the connection drops, in-flight commands are

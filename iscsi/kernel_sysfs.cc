@@ -18,6 +18,7 @@
 
 #include "base/file_io.h"
 #include "base/unique_fd.h"
+#include "iscsi/target_spec.h"
 
 namespace stagehand::iscsi {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "iscsi/libiscsi_connection.h"
+#include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
 
 namespace stagehand::iscsi {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
 
@@ -23,13 +24,6 @@ struct LoginParams {
   std::string initiator_name;
   std::optional<ChapCredentials> chap;
   int timeout_seconds = 10;
-};
-
-struct LunCapacity {
-  uint64_t blocks = 0;
-  uint32_t block_size = 0;
-
-  uint64_t Bytes() const { return blocks * block_size; }
 };
 
 // A logged-in libiscsi context. Destroying it logs out (best effort) and closes the socket.

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "iscsi/libiscsi_connection.h"
+#include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
 #include "proto/state.pb.h"

@@ -23,10 +23,6 @@ struct CallTimeouts {
   std::chrono::milliseconds call{std::chrono::seconds(10)};  // Probe, GetPluginInfo, NodeGet*.
 };
 
-// Connects to the unix socket at `path` once (no gRPC): Unavailable with the reason ("connection
-// refused": a stale socket file nobody listens on) when nothing accepts.
-absl::Status CheckListening(const std::string& path);
-
 // A channel to the unix socket `path` that reconnects quickly, and waits until it is connected
 // (at most `timeout`). Unavailable when it does not connect in time.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> DialUnix(const std::string& path,

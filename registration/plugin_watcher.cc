@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/time_format.h"
+#include "base/unix_socket.h"
 #include "registration/plugin_info_validation.h"
 
 namespace stagehand::registration {

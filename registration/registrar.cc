@@ -9,8 +9,8 @@
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "base/unix_socket.h"
 #include "proto/pluginregistration.grpc.pb.h"
-#include "registration/plugin_client.h"
 #include "registration/plugin_info_validation.h"
 
 namespace stagehand::registration {

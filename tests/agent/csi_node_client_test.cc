@@ -12,6 +12,7 @@
 
 #include "base/subprocess.h"
 #include "proto/csi.grpc.pb.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -36,10 +37,6 @@ class StuckNode final : public csi::v1::Node::Service {
 class CsiNodeClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/shcncXXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    socket_ = root_ + "/csi.sock";
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket_, grpc::InsecureServerCredentials());
     builder.RegisterService(&node_);
@@ -47,10 +44,7 @@ class CsiNodeClientTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
   }
 
-  void TearDown() override {
-    server_->Shutdown(std::chrono::system_clock::now());
-    (void)RunProcess({"rm", "-rf", root_});
-  }
+  void TearDown() override { server_->Shutdown(std::chrono::system_clock::now()); }
 
   reconciler::StageCall Call() const {
     reconciler::StageCall call;
@@ -60,8 +54,9 @@ class CsiNodeClientTest : public ::testing::Test {
     return call;
   }
 
-  std::string root_;
-  std::string socket_;
+  stagehand::testing::TempDir temp_;
+  const std::string root_ = temp_.path();
+  const std::string socket_ = root_ + "/csi.sock";
   StuckNode node_;
   std::unique_ptr<grpc::Server> server_;
 };

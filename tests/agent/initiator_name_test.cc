@@ -9,6 +9,7 @@
 #include "base/subprocess.h"
 #include "iscsi/target_spec.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -18,14 +19,8 @@ using ::stagehand::testing::StatusIs;
 
 class InitiatorNameTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shiXXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-
-  void TearDown() override { (void)RunProcess({"rm", "-rf", dir_}); }
-
-  std::string dir_;
+  stagehand::testing::TempDir temp_;
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(InitiatorNameTest, FlagWinsAndIsValidated) {

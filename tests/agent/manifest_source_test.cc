@@ -19,6 +19,7 @@
 #include "base/file_io.h"
 #include "base/subprocess.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -102,17 +103,7 @@ std::string Manifest(const std::string& name, const std::string& extra = "") {
 
 class ManifestSourceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shmsXXXXXX";
-    root_ = mkdtemp(tmpl);
-    dir_ = root_ + "/manifests";
-    state_dir_ = root_ + "/state";
-  }
-
-  void TearDown() override {
-    source_.reset();
-    (void)RunProcess({"rm", "-rf", root_});
-  }
+  void TearDown() override { source_.reset(); }
 
   void StartSource(bool create_if_missing = true) {
     auto source = ManifestSource::Start(dir_, state_dir_, listener_, create_if_missing);
@@ -171,9 +162,10 @@ class ManifestSourceTest : public ::testing::Test {
     ASSERT_EQ(rename((dir_ + "/" + from).c_str(), (dir_ + "/" + to).c_str()), 0);
   }
 
-  std::string root_;
-  std::string dir_;
-  std::string state_dir_;
+  stagehand::testing::TempDir temp_;
+  const std::string root_ = temp_.path();
+  std::string dir_ = root_ + "/manifests";
+  const std::string state_dir_ = root_ + "/state";
   RecordingListener listener_;
   std::unique_ptr<ManifestSource> source_;
 };

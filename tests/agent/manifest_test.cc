@@ -12,6 +12,7 @@
 #include "base/file_io.h"
 #include "base/subprocess.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -297,19 +298,13 @@ TEST(CheckTargetPathsTest, TargetsMustBeOutsideTheStateDir) {
 
 class SecretsFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shsecXXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-
-  void TearDown() override { (void)RunProcess({"rm", "-rf", dir_}); }
+  stagehand::testing::TempDir temp_;
+  const std::string dir_ = temp_.path();
 
   // Tests run unprivileged too: the required owner is whoever runs them.
   static absl::StatusOr<std::map<std::string, std::string>> Load(const std::string& path) {
     return LoadSecretsFile(path, geteuid());
   }
-
-  std::string dir_;
 };
 
 TEST_F(SecretsFileTest, ReadsAFlatMap) {
@@ -407,8 +402,8 @@ TEST_F(SecretsFileTest, BadContentNeverQuotesValues) {
 }
 
 TEST(LoadManifestFileTest, MissingIsNotFoundAndTooLargeIsRejected) {
-  char tmpl[] = "/tmp/shmanXXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  stagehand::testing::TempDir temp;
+  const std::string dir = temp.path();
   EXPECT_THAT(LoadManifestFile(dir + "/missing.yaml"), StatusIs(absl::StatusCode::kNotFound));
 
   const std::string big = dir + "/big.yaml";
@@ -422,7 +417,6 @@ TEST(LoadManifestFileTest, MissingIsNotFoundAndTooLargeIsRejected) {
   const std::string good = dir + "/good.yaml";
   ASSERT_THAT(WriteFileAtomically(good, kMinimal, 0644), IsOk());
   EXPECT_THAT(LoadManifestFile(good), IsOk());
-  (void)RunProcess({"rm", "-rf", dir});
 }
 
 }  // namespace

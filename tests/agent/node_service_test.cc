@@ -15,6 +15,7 @@
 #include "tests/fakes/fake_block_probe.h"
 #include "tests/fakes/fake_mounter.h"
 #include "tests/fakes/fake_transport.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -28,8 +29,6 @@ using Code = grpc::StatusCode;
 class NodeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/shuXXXXXX";
-    root_ = mkdtemp(tmpl);
     NodeServiceOptions options;
     options.node_id = "node-1";
     options.max_volumes_per_node = 2;
@@ -58,10 +57,7 @@ class NodeServiceTest : public ::testing::Test {
     stub_ = csi::v1::Node::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
   }
 
-  void TearDown() override {
-    server_->Shutdown();
-    (void)RunProcess({"rm", "-rf", root_});
-  }
+  void TearDown() override { server_->Shutdown(); }
 
   csi::v1::NodeStageVolumeRequest StageReq(const std::string& id, const std::string& fs = "ext4",
                                            const std::string& lun = "1") {
@@ -129,7 +125,8 @@ class NodeServiceTest : public ::testing::Test {
     return stub_->NodeUnpublishVolume(&ctx, r, &resp);
   }
 
-  std::string root_;
+  stagehand::testing::TempDir temp_;
+  const std::string root_ = temp_.path();
   FakeTransport transport_;
   FakeMounter mounter_;
   FakeBlockProbe probe_;

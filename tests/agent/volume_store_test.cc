@@ -9,6 +9,7 @@
 #include "base/file_io.h"
 #include "base/subprocess.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -18,16 +19,8 @@ using ::stagehand::testing::StatusIs;
 
 class VolumeStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shvXXXXXX";
-    dir_ = std::string(mkdtemp(tmpl)) + "/volumes";
-  }
-
-  void TearDown() override { (void)RunProcess({"rm", "-rf", ParentOf(dir_)}); }
-
-  static std::string ParentOf(const std::string& p) { return p.substr(0, p.rfind('/')); }
-
-  std::string dir_;
+  stagehand::testing::TempDir temp_;
+  const std::string dir_ = temp_.path() + "/volumes";
 };
 
 TEST_F(VolumeStoreTest, SavesLoadsListsAndRemoves) {

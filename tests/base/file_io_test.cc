@@ -12,6 +12,7 @@
 
 #include "base/subprocess.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand {
 namespace {
@@ -20,14 +21,8 @@ using ::stagehand::testing::IsOk;
 
 class FileIoTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/shfXXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-
-  void TearDown() override { (void)RunProcess({"rm", "-rf", dir_}); }
-
-  std::string dir_;
+  stagehand::testing::TempDir temp_;
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(FileIoTest, WritesAndReplacesAtomically) {

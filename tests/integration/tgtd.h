@@ -42,7 +42,8 @@ class Tgtd {
   absl::Status DeleteTarget(int tid);
   // Restricts the target to CHAP: creates the account and binds it (one-way).
   absl::Status RequireChap(int tid, const std::string& user, const std::string& password);
-  // tgtd's defaults cap large writes; these are the values from userspace-datapath.md.
+  // tgtd's defaults (8 KiB data segments, a 64 KiB first burst) cap large writes; these raise
+  // them to 256 KiB segments and 1 MiB bursts.
   absl::Status Tune(int tid);
 
   uint16_t port() const { return port_; }

@@ -6,26 +6,16 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::iscsi {
 namespace {
 
 class DataPathCountersTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sh-counters-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/counters";
-  }
-
-  void TearDown() override {
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
-  }
-
-  std::string dir_;
-  std::string path_;
+  stagehand::testing::TempDir temp_;
+  const std::string dir_ = temp_.path();
+  const std::string path_ = dir_ + "/counters";
 };
 
 TEST_F(DataPathCountersTest, WhatTheSessionCountsIsWhatTheAgentReads) {

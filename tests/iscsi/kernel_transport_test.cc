@@ -17,6 +17,7 @@
 
 #include "base/file_io.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::iscsi {
 namespace {
@@ -57,14 +58,7 @@ std::string Read(const fs::path& path) {
 // iscsiadm/multipath(d) that change them the way the real ones do.
 class FakeHost {
  public:
-  FakeHost() {
-    char tmpl[] = "/tmp/shkt.XXXXXX";
-    root_ = mkdtemp(tmpl);
-    sys_ = root_ / "sys";
-    fs::create_directories(sys_ / "class/block");
-  }
-
-  ~FakeHost() { fs::remove_all(root_); }
+  FakeHost() { fs::create_directories(sys_ / "class/block"); }
 
   // The target's LUNs: number -> serial (its NAA designator ends in the LUN number).
   std::map<uint32_t, std::string> luns = {{1, "SER1"}, {2, "SER2"}};
@@ -360,8 +354,9 @@ class FakeHost {
     return absl::InternalError(absl::StrCat("unexpected command: ", absl::StrJoin(argv, " ")));
   }
 
-  fs::path root_;
-  fs::path sys_;
+  stagehand::testing::TempDir temp_;
+  const fs::path root_ = temp_.path();
+  fs::path sys_ = root_ / "sys";
   std::map<int, Session> sessions_;
   std::set<std::string> mp_paths_;
   int next_sid_ = 1;
