@@ -2,111 +2,24 @@
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
-#include <poll.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <memory>
 
 #include <absl/strings/str_cat.h>
 
 #include "agent/stagehandctl_format.h"
 #include "base/file_io.h"
-#include "iscsi/iscsi_errors.h"
+#include "iscsi/iscsi_handles.h"
 
 namespace stagehand::ctl {
 namespace {
 
 constexpr char kFallbackInitiatorName[] = "iqn.2026-11.dev.stagehand:stagehandctl";
 
-struct ContextDeleter {
-  void operator()(iscsi_context* ctx) const { (void)iscsi_destroy_context(ctx); }
-};
-
-using ContextPtr = std::unique_ptr<iscsi_context, ContextDeleter>;
-
-struct TaskDeleter {
-  void operator()(scsi_task* task) const { scsi_free_scsi_task(task); }
-};
-
-// One asynchronous libiscsi step and what its callback reported.
-struct Step {
-  bool done = false;
-  int status = 0;
-  std::string error;                      // iscsi_get_error() when the callback reported a failure.
-  std::vector<DiscoveredTarget> targets;  // Discovery only.
-};
-
-// libiscsi overwrites its error text when iscsi_service() then fails as well, so the callback
-// keeps the first, more specific one.
-void Finish(iscsi_context* ctx, int status, Step* step) {
-  step->done = true;
-  step->status = status;
-  if (status != SCSI_STATUS_GOOD) {
-    const char* error = iscsi_get_error(ctx);
-    step->error = error != nullptr ? error : "";
-  }
-}
-
-void OnStep(iscsi_context* ctx, int status, void*, void* private_data) {
-  Finish(ctx, status, static_cast<Step*>(private_data));
-}
-
-void OnDiscovery(iscsi_context* ctx, int status, void* command_data, void* private_data) {
-  auto* step = static_cast<Step*>(private_data);
-  Finish(ctx, status, step);
-  if (status != SCSI_STATUS_GOOD) {
-    return;
-  }
-  // The list is only valid during the callback.
-  for (auto* a = static_cast<iscsi_discovery_address*>(command_data); a != nullptr; a = a->next) {
-    DiscoveredTarget t;
-    t.name = a->target_name != nullptr ? a->target_name : "";
-    for (auto* p = a->portals; p != nullptr; p = p->next) {
-      if (p->portal != nullptr) {
-        t.portals.emplace_back(p->portal);
-      }
-    }
-    step->targets.push_back(std::move(t));
-  }
-}
-
-// Services `ctx` until `step` completes or `timeout_seconds` pass. `start` returns what the
-// libiscsi *_async call returned.
-absl::Status Run(iscsi_context* ctx, const std::string& what, int timeout_seconds, Step& step,
-                 int start) {
-  if (start != 0) {
-    return iscsi::MapLibiscsiError(what, iscsi_get_error(ctx));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
-  while (!step.done) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat(what, ": no answer within ", timeout_seconds, " s"));
-    }
-    pollfd pfd{iscsi_get_fd(ctx), static_cast<short>(iscsi_which_events(ctx)), 0};
-    const int n = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
-    if (n < 0 && errno != EINTR) {
-      return ErrnoStatus(errno, absl::StrCat(what, ": poll"));
-    }
-    if (iscsi_service(ctx, n > 0 ? pfd.revents : 0) < 0) {
-      return iscsi::MapLibiscsiError(what, step.error.empty() ? iscsi_get_error(ctx) : step.error);
-    }
-  }
-  if (step.status != SCSI_STATUS_GOOD) {
-    return iscsi::MapLibiscsiError(what, step.error.empty() ? iscsi_get_error(ctx) : step.error);
-  }
-  return absl::OkStatus();
-}
-
 // The standard INQUIRY's product revision. iscsi::Connection reads vendor and product but keeps
 // no revision, so this asks once more on its context.
 std::string ReadRevision(iscsi::Connection& conn) {
-  std::unique_ptr<scsi_task, TaskDeleter> task(
-      iscsi_inquiry_sync(conn.Context(), static_cast<int>(conn.Lun()), 0, 0, 255));
+  iscsi::ScsiTask task(iscsi_inquiry_sync(conn.Context(), static_cast<int>(conn.Lun()), 0, 0, 255));
   if (!task || task->status != SCSI_STATUS_GOOD) {
     return "";
   }
@@ -175,50 +88,6 @@ absl::StatusOr<std::optional<iscsi::ChapCredentials>> DiscoveryChap(
         "'node.sendtargets.auth.password_in'");
   }
   return c;
-}
-
-absl::StatusOr<std::vector<DiscoveredTarget>> Discover(
-    const iscsi::Portal& portal, const std::string& initiator_name,
-    const std::optional<iscsi::ChapCredentials>& chap, int timeout_seconds) {
-  const std::string address = portal.ToString();
-  ContextPtr ctx(iscsi_create_context(initiator_name.c_str()));
-  if (!ctx) {
-    return absl::ResourceExhaustedError("cannot create a libiscsi context");
-  }
-  iscsi_set_session_type(ctx.get(), ISCSI_SESSION_DISCOVERY);
-  iscsi_set_timeout(ctx.get(), timeout_seconds);
-  iscsi_set_tcp_syncnt(ctx.get(), 3);
-  iscsi_set_noautoreconnect(ctx.get(), 1);
-  if (chap) {
-    if (iscsi_set_initiator_username_pwd(ctx.get(), chap->user.c_str(), chap->secret.c_str()) !=
-        0) {
-      return absl::InvalidArgumentError("discovery CHAP credentials rejected locally");
-    }
-    if (!chap->user_in.empty() && iscsi_set_target_username_pwd(ctx.get(), chap->user_in.c_str(),
-                                                                chap->secret_in.c_str()) != 0) {
-      return absl::InvalidArgumentError("mutual discovery CHAP credentials rejected locally");
-    }
-  }
-  {
-    Step step;
-    SH_RETURN_IF_ERROR(Run(ctx.get(), absl::StrCat("connect to ", address), timeout_seconds, step,
-                           iscsi_connect_async(ctx.get(), address.c_str(), OnStep, &step)));
-  }
-  {
-    Step step;
-    SH_RETURN_IF_ERROR(Run(ctx.get(), absl::StrCat("discovery login at ", address), timeout_seconds,
-                           step, iscsi_login_async(ctx.get(), OnStep, &step)));
-  }
-  Step discovery;
-  SH_RETURN_IF_ERROR(Run(ctx.get(), absl::StrCat("SendTargets at ", address), timeout_seconds,
-                         discovery, iscsi_discovery_async(ctx.get(), OnDiscovery, &discovery)));
-  {
-    // Best effort: the answer is in; a target that drops the connection instead is fine.
-    Step step;
-    (void)Run(ctx.get(), "logout", timeout_seconds, step,
-              iscsi_logout_async(ctx.get(), OnStep, &step));
-  }
-  return std::move(discovery.targets);
 }
 
 absl::StatusOr<ProbeResult> Probe(const iscsi::LoginParams& params) {

@@ -1,7 +1,7 @@
 #pragma once
 
-// stagehandctl's `iscsi` commands: SendTargets discovery and a look at one LUN, with libiscsi
-// from this process (no iscsid, no kernel session).
+// stagehandctl's `iscsi` commands: SendTargets discovery (iscsi/discovery.h) and a look at one
+// LUN, with libiscsi from this process (no iscsid, no kernel session).
 
 #include <map>
 #include <optional>
@@ -11,6 +11,7 @@
 #include <google/protobuf/struct.pb.h>
 
 #include "base/status.h"
+#include "iscsi/discovery.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
@@ -21,16 +22,9 @@ namespace stagehand::ctl {
 // if it is readable and has one, else iqn.2026-11.dev.stagehand:stagehandctl.
 std::string DefaultInitiatorName(const std::string& conf = "/etc/iscsi/initiatorname.iscsi");
 
-struct DiscoveredTarget {
-  std::string name;
-  std::vector<std::string> portals;  // As the target reports them: "ip:port,tpgt".
-};
-
-// Logs in to `portal` as a discovery session (CHAP when `chap` is set), asks SendTargets=All and
-// logs out. Each step is bounded by `timeout_seconds`. Errors as MapLibiscsiError maps them.
-absl::StatusOr<std::vector<DiscoveredTarget>> Discover(
-    const iscsi::Portal& portal, const std::string& initiator_name,
-    const std::optional<iscsi::ChapCredentials>& chap, int timeout_seconds);
+// SendTargets discovery lives in iscsi/discovery.h.
+using iscsi::Discover;
+using iscsi::DiscoveredTarget;
 
 // The discovery CHAP credentials in `secrets` (node.sendtargets.auth.username/password and the
 // mutual _in pair), nullopt when there are none. InvalidArgument when a pair is incomplete.

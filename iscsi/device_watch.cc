@@ -7,10 +7,15 @@
 
 #include <absl/strings/str_cat.h>
 
+#include "base/c_handle.h"
 #include "base/status.h"
 
 namespace stagehand::iscsi {
 namespace {
+
+using UdevHandle = CHandle<udev, &udev_unref>;
+using UdevMonitorHandle = CHandle<udev_monitor, &udev_monitor_unref>;
+using UdevDeviceHandle = CHandle<udev_device, &udev_device_unref>;
 
 // A check also runs at least this often, in case an event was dropped (the monitor's socket
 // buffer overflowed): a safety net, not the mechanism.
@@ -18,12 +23,8 @@ constexpr std::chrono::milliseconds kRecheck{1000};
 
 class UdevDeviceWatch : public DeviceWatch {
  public:
-  UdevDeviceWatch(udev* u, udev_monitor* m) : udev_(u), monitor_(m) {}
-
-  ~UdevDeviceWatch() override {
-    udev_monitor_unref(monitor_);
-    udev_unref(udev_);
-  }
+  UdevDeviceWatch(UdevHandle u, UdevMonitorHandle m)
+      : udev_(std::move(u)), monitor_(std::move(m)) {}
 
   absl::StatusOr<std::string> WaitFor(const std::function<std::optional<std::string>()>& check,
                                       std::chrono::milliseconds timeout,
@@ -41,56 +42,46 @@ class UdevDeviceWatch : public DeviceWatch {
       }
       const auto left =
           std::min(kRecheck, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
-      pollfd p{udev_monitor_get_fd(monitor_), POLLIN, 0};
+      pollfd p{udev_monitor_get_fd(monitor_.get()), POLLIN, 0};
       const int n = ::poll(&p, 1, static_cast<int>(left.count()) + 1);
       if (n < 0 && errno != EINTR) {
         return ErrnoStatus(errno, "poll the udev monitor");
       }
       // Drain what arrived; the check looks at sysfs and udev's database, not at the events.
       while (n > 0) {
-        udev_device* d = udev_monitor_receive_device(monitor_);
-        if (d == nullptr) {
+        if (!UdevDeviceHandle(udev_monitor_receive_device(monitor_.get()))) {
           break;
         }
-        udev_device_unref(d);
       }
     }
   }
 
   bool Processed(const std::string& syspath) override {
-    udev_device* d = udev_device_new_from_syspath(udev_, syspath.c_str());
-    if (d == nullptr) {
-      return false;
-    }
-    const bool initialized = udev_device_get_is_initialized(d) > 0;
-    udev_device_unref(d);
-    return initialized;
+    UdevDeviceHandle d(udev_device_new_from_syspath(udev_.get(), syspath.c_str()));
+    return d != nullptr && udev_device_get_is_initialized(d.get()) > 0;
   }
 
  private:
-  udev* udev_;
-  udev_monitor* monitor_;
+  UdevHandle udev_;  // Declared first: outlives the monitor made from it.
+  UdevMonitorHandle monitor_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceWatch>> CreateUdevDeviceWatch() {
-  udev* u = udev_new();
-  if (u == nullptr) {
+  UdevHandle u(udev_new());
+  if (!u) {
     return absl::InternalError("udev_new failed");
   }
-  udev_monitor* m = udev_monitor_new_from_netlink(u, "udev");
-  if (m == nullptr) {
-    udev_unref(u);
+  UdevMonitorHandle m(udev_monitor_new_from_netlink(u.get(), "udev"));
+  if (!m) {
     return absl::InternalError("cannot open a udev monitor (netlink)");
   }
-  if (udev_monitor_filter_add_match_subsystem_devtype(m, "block", nullptr) < 0 ||
-      udev_monitor_enable_receiving(m) < 0) {
-    udev_monitor_unref(m);
-    udev_unref(u);
+  if (udev_monitor_filter_add_match_subsystem_devtype(m.get(), "block", nullptr) < 0 ||
+      udev_monitor_enable_receiving(m.get()) < 0) {
     return absl::InternalError("cannot start the udev monitor for block devices");
   }
-  return std::make_unique<UdevDeviceWatch>(u, m);
+  return std::make_unique<UdevDeviceWatch>(std::move(u), std::move(m));
 }
 
 }  // namespace stagehand::iscsi

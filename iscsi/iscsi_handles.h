@@ -1,6 +1,7 @@
 #pragma once
 
-// Owning handles for libiscsi objects. Private to iscsi/*.cc.
+// Owning handles for libiscsi objects, for code that talks libiscsi directly (iscsi/*.cc,
+// stagehandctl).
 
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>

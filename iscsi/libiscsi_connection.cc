@@ -1,15 +1,10 @@
 #include "iscsi/libiscsi_connection.h"
 
-#include <poll.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-
 #include <absl/strings/str_cat.h>
 
 #include "iscsi/iscsi_errors.h"
 #include "iscsi/iscsi_handles.h"
+#include "iscsi/libiscsi_step.h"
 
 namespace stagehand::iscsi {
 
@@ -43,41 +38,11 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Login(const LoginParams&
 
   // Connect, log in and TEST UNIT READY asynchronously under our own deadline: libiscsi's sync
   // login has no timeout, and a half-started target must not hang a stage or a reconnect.
-  struct Result {
-    bool done = false;
-    int status = 0;
-  } result;
-
-  auto on_connected = [](iscsi_context*, int status, void*, void* private_data) {
-    auto* r = static_cast<Result*>(private_data);
-    r->done = true;
-    r->status = status;
-  };
-  if (iscsi_full_connect_async(ctx.get(), portal.c_str(), static_cast<int>(params.lun),
-                               on_connected, &result) != 0) {
-    return MapLibiscsiError(what, iscsi_get_error(ctx.get()));
-  }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(params.timeout_seconds);
-  while (!result.done) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat(what, ": no answer within ", params.timeout_seconds, " s"));
-    }
-    pollfd pfd{iscsi_get_fd(ctx.get()), static_cast<short>(iscsi_which_events(ctx.get())), 0};
-    const int n = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
-    if (n < 0 && errno != EINTR) {
-      return ErrnoStatus(errno, absl::StrCat(what, ": poll"));
-    }
-    if (iscsi_service(ctx.get(), n > 0 ? pfd.revents : 0) < 0) {
-      return MapLibiscsiError(what, iscsi_get_error(ctx.get()));
-    }
-  }
-  if (result.status != SCSI_STATUS_GOOD) {
-    return MapLibiscsiError(what, iscsi_get_error(ctx.get()));
-  }
+  AsyncStep step;
+  SH_RETURN_IF_ERROR(
+      RunAsyncStep(ctx.get(), what, params.timeout_seconds, step,
+                   iscsi_full_connect_async(ctx.get(), portal.c_str(), static_cast<int>(params.lun),
+                                            OnAsyncStep, &step)));
   return std::unique_ptr<Connection>(
       new Connection(ctx.release(), params.lun,
                      absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
