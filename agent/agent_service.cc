@@ -8,6 +8,7 @@
 #include <absl/time/clock.h>
 #include <absl/time/time.h>
 
+#include "agent/agent_health.h"
 #include "base/time_format.h"
 
 namespace stagehand::agent {
@@ -23,7 +24,7 @@ void ToProto(const reconciler::ReconcilerStatus& status, v1::ListVolumesResponse
     p->set_driver(v.driver);
     p->set_volume_handle(v.volume_handle);
     p->set_staging_path(v.staging_path);
-    p->set_phase(v.phase);
+    p->set_phase(std::string(reconciler::VolumePhaseName(v.phase)));
     p->set_stage_state(v.stage_state);
     for (const auto& t : v.targets) {
       auto* target = p->add_targets();
@@ -71,17 +72,15 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   if (reconciler_ != nullptr) {
     const auto status = reconciler_->Status();
     ready = status.ready;
-    response->set_volumes(static_cast<int32_t>(status.volumes.size()));
+    const VolumeCounts counts = CountVolumes(status.volumes);
+    response->set_volumes(counts.total);
+    response->set_volumes_published(counts.published);
+    response->set_volumes_failing(counts.failing);
     for (const auto& v : status.volumes) {
-      if (v.phase == "published") {
-        response->set_volumes_published(response->volumes_published() + 1);
-      }
-      if (v.phase == "error" || v.phase == "waiting") {
-        response->set_volumes_failing(response->volumes_failing() + 1);
+      if (reconciler::IsFailing(v.phase)) {
         response->add_problems(absl::StrCat(
             "volume '", v.name, "': ", v.last_error.empty() ? v.blocked : v.last_error));
       } else if (!v.condition.empty()) {
-        response->set_volumes_failing(response->volumes_failing() + 1);
         response->add_problems(absl::StrCat("volume '", v.name, "' is abnormal: ", v.condition));
       }
       if (!v.manifest_error.empty()) {

@@ -21,6 +21,7 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/agent_health.h"
 #include "agent/agent_service.h"
 #include "agent/csi_node_client.h"
 #include "agent/identity_service.h"
@@ -105,15 +106,9 @@ std::string Summary(const reconciler::Reconciler* reconciler,
                     const registration::Registry* registry) {
   std::string out = "serving";
   if (reconciler != nullptr) {
-    const auto status = reconciler->Status();
-    int published = 0;
-    int failing = 0;
-    for (const auto& v : status.volumes) {
-      published += v.phase == "published" ? 1 : 0;
-      failing += (v.phase == "error" || v.phase == "waiting") ? 1 : 0;
-    }
-    absl::StrAppend(&out, "; ", status.volumes.size(), " volumes, ", published, " published, ",
-                    failing, " failing");
+    const VolumeCounts counts = CountVolumes(reconciler->Status().volumes);
+    absl::StrAppend(&out, "; ", counts.total, " volumes, ", counts.published, " published, ",
+                    counts.failing, " failing");
   }
   if (registry != nullptr) {
     int unhealthy = 0;

@@ -13,6 +13,7 @@
 #include <absl/strings/str_cat.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/agent_health.h"
 #include "agent/csi_node_client.h"
 #include "base/file_io.h"
 #include "base/log.h"
@@ -166,10 +167,11 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   if (reconciler_ != nullptr) {
     auto volumes = Gauge("stagehand_volumes", "Declared volumes by phase");
+    // These phases are always there (0 when no volume is in them); the others when one is.
     std::map<std::string, int> by_phase = {
         {"pending", 0}, {"published", 0}, {"staged", 0}, {"error", 0}, {"waiting", 0}};
-    for (const auto& v : reconciler_->Status().volumes) {
-      ++by_phase[v.phase];
+    for (const auto& [phase, n] : CountVolumes(reconciler_->Status().volumes).by_phase) {
+      by_phase[std::string(reconciler::VolumePhaseName(phase))] += n;
     }
     for (const auto& [phase, n] : by_phase) {
       Add(volumes, {{"phase", phase}}, n);

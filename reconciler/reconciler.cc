@@ -696,26 +696,41 @@ VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) c
     v.next_retry = entry->next_retry;
   }
   // One word for people.
-  if (!v.in_flight.empty()) {
-    static const std::map<std::string, std::string> kRunning = {{"stage", "staging"},
-                                                                {"publish", "publishing"},
-                                                                {"unpublish", "unpublishing"},
-                                                                {"unstage", "unstaging"}};
-    v.phase = kRunning.count(v.in_flight) ? kRunning.at(v.in_flight) : v.in_flight;
+  if (entry != nullptr && entry->in_flight) {
+    switch (entry->in_flight_op.kind) {
+      case OpKind::kStage:
+        v.phase = VolumePhase::kStaging;
+        break;
+      case OpKind::kPublish:
+        v.phase = VolumePhase::kPublishing;
+        break;
+      case OpKind::kUnpublish:
+        v.phase = VolumePhase::kUnpublishing;
+        break;
+      case OpKind::kUnstage:
+        v.phase = VolumePhase::kUnstaging;
+        break;
+      case OpKind::kForget:
+      case OpKind::kNone:
+        v.phase = VolumePhase::kForgetting;
+        break;
+    }
   } else if (!v.last_error.empty()) {
-    v.phase = "error";
+    v.phase = VolumePhase::kError;
   } else if (!v.blocked.empty()) {
-    v.phase = "waiting";
+    v.phase = VolumePhase::kWaiting;
   } else if (a == nullptr) {
-    v.phase = "pending";
+    v.phase = VolumePhase::kPending;
   } else if (a->stage == StageState::kUncertain) {
-    v.phase = "uncertain";
+    v.phase = VolumePhase::kUncertain;
   } else {
     bool all = !v.targets.empty();
     for (const auto& t : v.targets) {
       all = all && t.state == "published";
     }
-    v.phase = all ? "published" : (a->stage == StageState::kStaged ? "staged" : "pending");
+    v.phase =
+        all ? VolumePhase::kPublished
+            : (a->stage == StageState::kStaged ? VolumePhase::kStaged : VolumePhase::kPending);
   }
   return v;
 }

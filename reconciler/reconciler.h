@@ -39,6 +39,7 @@
 #include "reconciler/actual_state.h"
 #include "reconciler/node_client.h"
 #include "reconciler/plan.h"
+#include "reconciler/volume_phase.h"
 
 namespace stagehand::reconciler {
 
@@ -65,9 +66,7 @@ struct VolumeStatus {
   std::string driver;
   std::string volume_handle;
   std::string staging_path;
-  // "pending", "staging", "staged", "published", "unpublishing", "unstaging", "uncertain",
-  // "waiting" (blocked, see `blocked`), "error" (failing, see `last_error`).
-  std::string phase;
+  VolumePhase phase = VolumePhase::kPending;
   std::string stage_state;  // "none", "uncertain", "staged".
   std::vector<TargetStatus> targets;
   std::string in_flight;       // Operation running now, if any.

@@ -60,7 +60,7 @@ const VolumeStatus* Find(const ReconcilerStatus& s, const std::string& name) {
 
 std::string Phase(const ReconcilerStatus& s, const std::string& name) {
   const VolumeStatus* v = Find(s, name);
-  return v == nullptr ? "absent" : v->phase;
+  return v == nullptr ? "absent" : std::string(VolumePhaseName(v->phase));
 }
 
 class ReconcilerTest : public ::testing::Test {
@@ -93,7 +93,7 @@ class ReconcilerTest : public ::testing::Test {
     EXPECT_TRUE(predicate(status)) << "condition not reached";
     if (!predicate(status)) {
       for (const auto& v : status.volumes) {
-        std::cerr << v.name << " phase=" << v.phase << " blocked=" << v.blocked
+        std::cerr << v.name << " phase=" << VolumePhaseName(v.phase) << " blocked=" << v.blocked
                   << " error=" << v.last_error << "\n";
       }
     }
@@ -203,7 +203,7 @@ TEST_F(ReconcilerTest, RetriesAFailedStageWithBackoffOnTheClock) {
     const auto* v = Find(s, "v1");
     return v != nullptr && v->attempts == 1 && v->in_flight.empty();
   });
-  EXPECT_EQ(Find(failed, "v1")->phase, "error");
+  EXPECT_EQ(Find(failed, "v1")->phase, VolumePhase::kError);
   EXPECT_THAT(Find(failed, "v1")->last_error, HasSubstr("bad iqn"));
   EXPECT_TRUE(Find(failed, "v1")->next_retry.has_value());
   EXPECT_TRUE(store_.records().empty()) << "a definite failure of a first stage leaves nothing";
@@ -495,7 +495,7 @@ TEST_F(ReconcilerTest, ManyVolumesConvergeConcurrently) {
   WaitUntil([](const auto& s) {
     int published = 0;
     for (const auto& v : s.volumes) {
-      published += v.phase == "published" ? 1 : 0;
+      published += v.phase == VolumePhase::kPublished ? 1 : 0;
     }
     return published == 50;
   });
