@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -43,6 +42,7 @@
 #include "iscsi/userspace_transport.h"
 #include "mounter/blkid_block_probe.h"
 #include "mounter/libmount_mounter.h"
+#include "proto/unix_grpc_server.h"
 #include "reconciler/reconciler.h"
 #include "registration/plugin_info_validation.h"
 #include "registration/plugin_watcher.h"
@@ -286,19 +286,13 @@ int RunDaemon(DaemonOptions options) {
   NodeService node({transport, mounter, probe, nullptr, nullptr, nullptr}, node_options);
   IdentityService identity(options.driver_name, kVersion);
 
-  (void)RemoveFileIfExists(socket_path);  // Stale socket of a previous run: we hold the lock.
-  const mode_t old_umask = umask(0077);   // The socket is created 0600.
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
-  builder.RegisterService(&identity);
-  builder.RegisterService(&node);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  umask(old_umask);
-  if (!server) {
-    Log().error("startup failed: cannot listen on '{}'", socket_path);
+  // A socket file there is a stale one of a previous run: we hold its lock.
+  auto served = ServeOnUnixSocket(socket_path, {&identity, &node});
+  if (!served.ok()) {
+    Log().error("startup failed: {}", served.status());
     return 1;
   }
-  chmod(socket_path.c_str(), 0600);
+  std::unique_ptr<grpc::Server> server = std::move(*served);
   Log().info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
              options.driver_name, options.node_id, options.csi_endpoint, *initiator, kVersion);
 
@@ -453,20 +447,14 @@ int RunDaemon(DaemonOptions options) {
     server->Shutdown();
     return 1;
   }
-  (void)RemoveFileIfExists(agent_socket);
-  const mode_t agent_umask = umask(0077);
-  grpc::ServerBuilder agent_builder;
-  agent_builder.AddListeningPort(absl::StrCat("unix:", agent_socket),
-                                 grpc::InsecureServerCredentials());
-  agent_builder.RegisterService(&agent_service);
-  std::unique_ptr<grpc::Server> agent_server = agent_builder.BuildAndStart();
-  umask(agent_umask);
-  if (!agent_server) {
-    Log().error("startup failed: cannot listen on agent socket '{}'", agent_socket);
+  // Owner only, as the CSI socket and the README say.
+  auto agent_served = ServeOnUnixSocket(agent_socket, {&agent_service});
+  if (!agent_served.ok()) {
+    Log().error("startup failed: agent socket: {}", agent_served.status());
     server->Shutdown();
     return 1;
   }
-  chmod(agent_socket.c_str(), 0600);  // As the CSI socket and the README: owner only.
+  std::unique_ptr<grpc::Server> agent_server = std::move(*agent_served);
   Log().info("agent API on '{}'{}", agent_socket,
              options.watch_plugins
                  ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")

@@ -1,7 +1,5 @@
 #include "registration/registrar.h"
 
-#include <sys/stat.h>
-
 #include <absl/strings/str_cat.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
@@ -11,6 +9,7 @@
 #include "base/paths.h"
 #include "base/unix_socket.h"
 #include "proto/pluginregistration.grpc.pb.h"
+#include "proto/unix_grpc_server.h"
 #include "registration/plugin_info_validation.h"
 
 namespace stagehand::registration {
@@ -106,16 +105,13 @@ RegistrarStatus Registrar::status() const {
 }
 
 absl::Status Registrar::Serve() {
-  (void)RemoveFileIfExists(socket_path_);  // Stale: nobody listens on it (checked by Start).
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(absl::StrCat("unix:", socket_path_), grpc::InsecureServerCredentials());
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on registration socket '", socket_path_, "'"));
+  // A socket file there is stale: nobody listens on it (checked by Start).
+  auto served = ServeOnUnixSocket(socket_path_, {service_.get()});
+  if (!served.ok()) {
+    return absl::Status(served.status().code(),
+                        absl::StrCat("registration socket: ", served.status().message()));
   }
-  chmod(socket_path_.c_str(), 0600);
+  server_ = std::move(*served);
   return absl::OkStatus();
 }
 
