@@ -47,6 +47,10 @@ struct SessionHealth {
   std::string message;  // Why it is not healthy.
 };
 
+// Thread-safe: the node service calls it from its gRPC threads, for different volumes at once
+// (never two calls for the same volume: the node service holds that volume's lock). The
+// userspace transport keeps no shared state (each session is its own process); the kernel
+// transport serialises attach, detach and capacity refresh internally.
 class Transport {
  public:
   virtual ~Transport() = default;

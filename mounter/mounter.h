@@ -30,8 +30,10 @@ struct MountInfo {
 // Mounts, unmounts and lists filesystems in the caller's mount namespace.
 //
 // Implementations are idempotent: repeating a mount that already exists and unmounting a target
-// that is not mounted both return OK. Thread-compatible: one owner (the reconciler thread) calls
-// them. They never log above debug; callers log.
+// that is not mounted both return OK. Thread-safe for different targets: the node service calls
+// them from its gRPC threads, one volume at a time per volume (its per-volume lock); each call
+// works on its own libmount context and reads the mount table afresh. Two calls on the same
+// target at once are the caller's bug. They never log above debug; callers log.
 class Mounter {
  public:
   virtual ~Mounter() = default;
