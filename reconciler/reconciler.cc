@@ -59,11 +59,12 @@ Reconciler::Reconciler(ReconcilerOptions options, DriverDirectory& drivers, Actu
 
 Reconciler::~Reconciler() {
   loop_.request_stop();
-  for (auto& w : workers_) {
-    w.request_stop();
-  }
   {
     std::lock_guard lock(mu_);
+    stopping_ = true;  // From here on workers_ does not change.
+    for (auto& w : workers_) {
+      w.request_stop();
+    }
     cv_.notify_all();
     work_cv_.notify_all();
   }
@@ -119,9 +120,6 @@ absl::Status Reconciler::Start() {
   }
   Log().info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
              adopted + repair, adopted, repair);
-  for (int i = 0; i < std::max(1, options_.max_parallel); ++i) {
-    workers_.emplace_back([this](const std::stop_token& token) { Work(token); });
-  }
   loop_ = std::jthread([this](const std::stop_token& token) { Loop(token); });
   return absl::OkStatus();
 }
@@ -425,6 +423,10 @@ void Reconciler::PlanOne(const std::string& name, Entry& entry) {
   }
   task.client = std::move(*client);
   tasks_.push_back(std::move(task));
+  if (tasks_.size() > idle_workers_ && !stopping_ &&
+      workers_.size() < static_cast<size_t>(std::max(1, options_.max_parallel))) {
+    workers_.emplace_back([this](const std::stop_token& token) { Work(token); });
+  }
   ++generation_;
   changed_cv_.notify_all();
   work_cv_.notify_one();
@@ -463,7 +465,9 @@ void Reconciler::VerifyMounts() {
 void Reconciler::Work(const std::stop_token& token) {
   std::unique_lock lock(mu_);
   while (true) {
+    ++idle_workers_;
     work_cv_.wait(lock, token, [this] { return !tasks_.empty(); });
+    --idle_workers_;
     if (token.stop_requested()) {
       return;
     }

@@ -200,7 +200,11 @@ class Reconciler {
   std::deque<Task> tasks_;
   Clock::TimePoint next_resync_;
 
+  // Workers start when tasks outnumber the idle ones, up to max_parallel, and then stay: an
+  // agent with nothing to do has none. Both guarded by mu_; no worker starts once stopping_.
   std::vector<std::jthread> workers_;
+  size_t idle_workers_ = 0;
+  bool stopping_ = false;
   std::jthread loop_;
 };
 
