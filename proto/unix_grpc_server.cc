@@ -15,6 +15,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> ServeOnUnixSocket(
   (void)RemoveFileIfExists(path);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", path), grpc::InsecureServerCredentials());
+  // One idle polling thread per server (gRPC keeps up to two). A poller that takes a call
+  // starts another when none is left, so concurrent calls still each get a thread; the extra
+  // ones end once their call is done.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
   for (grpc::Service* service : services) {
     builder.RegisterService(service);
   }
