@@ -23,6 +23,35 @@ std::string DeviceName(const std::string& device) {
   return slash == std::string::npos ? device : device.substr(slash + 1);
 }
 
+// Whether `device` is attached to `file`. The backing file the kernel shows is the path as the
+// reader's mount namespace sees it: from another namespace (a loop attached by the agent's
+// previous container, whose mounts are gone from view) only the part within the file's own
+// mount is left ("/lun"). So a path that is a tail of `file` also matches when the name recorded
+// at attach time (lo_file_name, which AttachLoopDevice sets to `file`) is `file`.
+bool BackedBy(const std::string& device, const std::string& file) {
+  auto backing = LoopBackingFile(device);
+  if (!backing) {
+    return false;
+  }
+  // The kernel appends " (deleted)" when the file went away (e.g. the FUSE mount died).
+  std::string shown(absl::StripSuffix(*backing, " (deleted)"));
+  if (shown == file) {
+    return true;
+  }
+  if (shown.empty() || shown.front() != '/' || !file.ends_with(shown)) {
+    return false;
+  }
+  UniqueFd loop(open(device.c_str(), O_RDONLY | O_CLOEXEC));
+  loop_info64 info{};
+  if (!loop || ioctl(loop.Get(), LOOP_GET_STATUS64, &info) != 0) {
+    return false;
+  }
+  const std::string recorded(
+      reinterpret_cast<const char*>(info.lo_file_name),
+      strnlen(reinterpret_cast<const char*>(info.lo_file_name), LO_NAME_SIZE));
+  return recorded == file.substr(0, LO_NAME_SIZE - 1);
+}
+
 }  // namespace
 
 std::optional<std::string> LoopBackingFile(const std::string& device) {
@@ -71,14 +100,8 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
 }
 
 absl::Status DetachLoopDevice(const std::string& device, const std::string& expected_backing_file) {
-  auto backing = LoopBackingFile(device);
-  if (!backing) {
-    return absl::OkStatus();
-  }
-  // The kernel appends " (deleted)" when the file went away (e.g. the FUSE mount died).
-  if (*backing != expected_backing_file &&
-      *backing != absl::StrCat(expected_backing_file, " (deleted)")) {
-    return absl::OkStatus();
+  if (!BackedBy(device, expected_backing_file)) {
+    return absl::OkStatus();  // Detached already, or someone else's now.
   }
   UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
   if (!loop) {
@@ -115,7 +138,7 @@ absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& fil
       continue;
     }
     const std::string device = absl::StrCat("/dev/", name);
-    if (auto backing = LoopBackingFile(device); backing && *backing == file) {
+    if (BackedBy(device, file)) {
       found = device;
       break;
     }

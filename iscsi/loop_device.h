@@ -17,14 +17,17 @@ namespace stagehand::iscsi {
 absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size,
                                              bool read_only = false);
 
-// Detaches `device` if it is still backed by `expected_backing_file`. OK when the device is
-// already detached or now backs something else (it was ours and is gone).
+// Detaches `device` if it is still backed by `expected_backing_file`, also when another mount
+// namespace attached it (the kernel then shows only the path within the file's mount; the name
+// recorded at attach time settles it). OK when the device is already detached or now backs
+// something else (it was ours and is gone).
 absl::Status DetachLoopDevice(const std::string& device, const std::string& expected_backing_file);
 
 // Makes `device` pick up a new size of its backing file (LOOP_SET_CAPACITY).
 absl::Status RefreshLoopCapacity(const std::string& device);
 
-// The loop device currently backed by `file`, if any.
+// The loop device currently backed by `file`, if any (attached from any mount namespace, as
+// DetachLoopDevice matches it).
 absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& file);
 
 // The backing file of `device` ("/dev/loop3"), or nullopt when it is not attached.

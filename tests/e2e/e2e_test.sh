@@ -42,13 +42,17 @@ if [[ ${1:-} != --inside ]]; then
   # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none.
   made_modules=0
   [[ -e /lib/modules ]] || made_modules=1
+  losetup --list --noheadings --output NAME | sort >"$E2E_WORK/loops.before"
   rc=0
   # PID 1 of the new PID namespace is the test itself: when it exits, the kernel ends every
   # process left in it, and the mount and network namespaces go with the last of them.
   unshare --mount --net --pid --uts --fork --mount-proc --propagation private \
     "$0" --inside || rc=$?
-  # Loop devices are not namespaced: one left attached to a file of the test is a leftover.
-  if losetup --list --noheadings --output NAME,BACK-FILE | grep -F "$E2E_WORK" >&2; then
+  # Loop devices are not namespaced: one that was not there before is a leftover. (Their backing
+  # files cannot be told apart by path: seen from outside the container that attached them, the
+  # kernel shows only "/lun".)
+  losetup --list --noheadings --output NAME | sort >"$E2E_WORK/loops.after"
+  if comm -13 "$E2E_WORK/loops.before" "$E2E_WORK/loops.after" | grep . >&2; then
     echo "e2e: FAILED: loop devices left attached" >&2
     rc=1
   fi
@@ -81,7 +85,7 @@ on_exit() {
   for m in $(awk '{print $5}' /proc/self/mountinfo | grep -E '^/(var/lib/kubelet|run/stagehand)/' | sort -r); do
     umount -l "$m" 2>/dev/null || true
   done
-  losetup --list --noheadings --output NAME,BACK-FILE | awk '/\/run\/stagehand\// {print $1}' |
+  comm -13 "$E2E_WORK/loops.before" <(losetup --list --noheadings --output NAME | sort) |
     xargs -r -n1 losetup -d 2>/dev/null || true
   exit "$rc"
 }
@@ -174,7 +178,7 @@ nothing_left() {
   ! awk '{print $5}' /proc/self/mountinfo |
     grep -qE '^/var/lib/kubelet/(pods|plugins)/.*kubernetes.io[~/]csi' &&
     [[ $(systemctl_e2e list-units --all --no-legend 'stagehand-session-*' | wc -l) -eq 0 ]] &&
-    ! losetup --list --noheadings --output BACK-FILE | grep -q /run/stagehand/
+    [[ -z $(comm -13 "$E2E_WORK/loops.before" <(losetup --list --noheadings --output NAME | sort)) ]]
 }
 wait_for 120 "unpublish and unstage after the pod's deletion" nothing_left
 log "ok: pod deleted: no mount, session unit or loop device left ($((SECONDS - t)) s)"
