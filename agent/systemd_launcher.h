@@ -1,9 +1,9 @@
 #pragma once
 
-// Starts session processes as transient systemd services (StartTransientUnit over D-Bus), so each
-// lives in its own cgroup: stopping, restarting or upgrading the agent's service (or, in
-// Kubernetes, its pod) does not kill the data path. The config and ready pipes are handed to
-// systemd as the unit's stdin and stdout; stderr goes to the journal.
+// Starts session processes as transient systemd services (systemd/unit_manager.h), so each lives
+// in its own cgroup: stopping, restarting or upgrading the agent's service (or, in Kubernetes,
+// its pod) does not kill the data path. The config and ready pipes are handed to systemd as the
+// unit's stdin and stdout; stderr goes to the journal.
 
 #include <chrono>
 #include <memory>
@@ -11,15 +11,13 @@
 #include <string_view>
 
 #include "iscsi/session_launcher.h"
+#include "systemd/unit_manager.h"
 
 namespace stagehand::agent {
 
-inline constexpr char kSystemBusAddress[] = "unix:path=/run/dbus/system_bus_socket";
-
 struct SystemdLauncherOptions {
-  // The bus systemd listens on: the system bus, or in Kubernetes the host's system bus socket
-  // mounted into the pod. A user manager's bus works too (tests use one).
-  std::string bus_address = kSystemBusAddress;
+  // The bus systemd listens on (systemd::UnitManagerOptions::bus_address).
+  std::string bus_address = systemd::kSystemBusAddress;
   std::chrono::seconds call_timeout{10};
   std::chrono::seconds stop_timeout{10};  // TimeoutStopSec of the units.
 };

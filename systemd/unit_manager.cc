@@ -1,0 +1,178 @@
+#include "systemd/unit_manager.h"
+
+#include <mutex>
+#include <utility>
+
+#include <absl/strings/str_cat.h>
+#include <sdbus-c++/sdbus-c++.h>
+
+#include "base/unix_socket.h"
+
+namespace stagehand::systemd {
+namespace {
+
+constexpr char kDestination[] = "org.freedesktop.systemd1";
+constexpr char kObjectPath[] = "/org/freedesktop/systemd1";
+constexpr char kManager[] = "org.freedesktop.systemd1.Manager";
+constexpr char kUnitExists[] = "org.freedesktop.systemd1.UnitExists";
+
+using Property = sdbus::Struct<std::string, sdbus::Variant>;
+using ExecCommand = sdbus::Struct<std::string, std::vector<std::string>, bool>;
+using AuxUnit = sdbus::Struct<std::string, std::vector<Property>>;
+
+absl::Status FromDbus(const sdbus::Error& e, const std::string& what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", e.getName(), ": ", e.getMessage()));
+}
+
+// sdbus-c++ 1.2 leaks the half-made bus when opening it fails, so an unreachable unix socket is
+// detected here first (the common case: no systemd on this host, or the bus not mounted).
+absl::Status CheckBusSocket(const std::string& address) {
+  constexpr std::string_view kPrefix = "unix:path=";
+  if (!address.starts_with(kPrefix)) {
+    return absl::OkStatus();  // Other transports: left to sd-bus.
+  }
+  std::string path = address.substr(kPrefix.size());
+  path = path.substr(0, path.find(','));
+  return CheckListening(path);
+}
+
+std::vector<Property> Properties(const TransientService& service) {
+  std::vector<Property> props;
+  props.emplace_back("Description", sdbus::Variant(service.description));
+  props.emplace_back(
+      "ExecStart",
+      sdbus::Variant(std::vector<ExecCommand>{ExecCommand(service.argv[0], service.argv, false)}));
+  // "exec": the start job fails if the binary cannot be executed.
+  props.emplace_back("Type", sdbus::Variant(std::string("exec")));
+  if (service.stdin_fd >= 0) {
+    props.emplace_back("StandardInputFileDescriptor",
+                       sdbus::Variant(sdbus::UnixFd(service.stdin_fd)));
+  }
+  if (service.stdout_fd >= 0) {
+    props.emplace_back("StandardOutputFileDescriptor",
+                       sdbus::Variant(sdbus::UnixFd(service.stdout_fd)));
+  }
+  props.emplace_back("StandardError", sdbus::Variant(std::string("journal")));
+  // Gone from systemd's list once it exits, failed or not (no `reset-failed` needed).
+  props.emplace_back("CollectMode", sdbus::Variant(std::string("inactive-or-failed")));
+  props.emplace_back("TimeoutStopUSec",
+                     sdbus::Variant(static_cast<uint64_t>(
+                         std::chrono::microseconds(service.stop_timeout).count())));
+  if (service.oom_score_adjust != 0) {
+    props.emplace_back("OOMScoreAdjust",
+                       sdbus::Variant(static_cast<int32_t>(service.oom_score_adjust)));
+  }
+  return props;
+}
+
+class DbusUnitManager final : public UnitManager {
+ public:
+  explicit DbusUnitManager(UnitManagerOptions options) : options_(std::move(options)) {}
+
+  absl::Status Connect() {
+    std::lock_guard lock(mu_);
+    return ConnectLocked();
+  }
+
+  absl::Status StartTransientService(const TransientService& service) override {
+    if (service.argv.empty() || service.name.empty()) {
+      return absl::InvalidArgumentError("a transient service needs a command and a name");
+    }
+    std::lock_guard lock(mu_);
+    absl::Status status = StartLocked(service);
+    if (!status.ok() && status.code() == absl::StatusCode::kUnavailable) {
+      // The bus connection may have gone stale (dbus or systemd restarted): connect once more.
+      if (ConnectLocked().ok()) {
+        status = StartLocked(service);
+      }
+    }
+    return status;
+  }
+
+  std::string Version() const override {
+    std::lock_guard lock(mu_);
+    return version_;
+  }
+
+ private:
+  // REQUIRES: mu_ held.
+  absl::Status ConnectLocked() {
+    proxy_.reset();
+    connection_.reset();
+    if (auto reachable = CheckBusSocket(options_.bus_address); !reachable.ok()) {
+      return absl::Status(reachable.code(), absl::StrCat("systemd on ", options_.bus_address, ": ",
+                                                         reachable.message()));
+    }
+    try {
+      connection_ = sdbus::createSessionBusConnectionWithAddress(options_.bus_address);
+      proxy_ = sdbus::createProxy(*connection_, kDestination, kObjectPath);
+      sdbus::Variant version = proxy_->getProperty("Version").onInterface(kManager);
+      version_ = version.get<std::string>();
+    } catch (const sdbus::Error& e) {
+      proxy_.reset();
+      connection_.reset();
+      return FromDbus(e, absl::StrCat("systemd on ", options_.bus_address));
+    }
+    return absl::OkStatus();
+  }
+
+  // REQUIRES: mu_ held.
+  void Call(const std::string& method, const std::string& unit) {
+    proxy_->callMethod(method)
+        .onInterface(kManager)
+        .withTimeout(std::chrono::microseconds(options_.call_timeout))
+        .withArguments(unit)
+        .storeResultsTo();
+  }
+
+  // REQUIRES: mu_ held.
+  absl::Status StartLocked(const TransientService& service) {
+    if (!proxy_) {
+      return absl::UnavailableError(
+          absl::StrCat("not connected to systemd on ", options_.bus_address));
+    }
+    const auto props = Properties(service);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        sdbus::ObjectPath job;
+        proxy_->callMethod("StartTransientUnit")
+            .onInterface(kManager)
+            .withTimeout(std::chrono::microseconds(options_.call_timeout))
+            .withArguments(service.name, std::string("fail"), props, std::vector<AuxUnit>{})
+            .storeResultsTo(job);
+        return absl::OkStatus();
+      } catch (const sdbus::Error& e) {
+        if (e.getName() == kUnitExists && attempt == 0) {
+          // A failed unit of the same name that systemd still lists; a running one makes the
+          // reset fail and the retry report it.
+          try {
+            Call("ResetFailedUnit", service.name);
+          } catch (const sdbus::Error&) {
+          }
+          continue;
+        }
+        if (e.getName() == kUnitExists) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("systemd unit ", service.name, " already exists and is running"));
+        }
+        return FromDbus(e, absl::StrCat("start systemd unit ", service.name));
+      }
+    }
+  }
+
+  const UnitManagerOptions options_;
+  mutable std::mutex mu_;
+  std::unique_ptr<sdbus::IConnection> connection_;  // Guarded by mu_.
+  std::unique_ptr<sdbus::IProxy> proxy_;            // Guarded by mu_.
+  std::string version_;                             // Guarded by mu_.
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UnitManager>> UnitManager::Connect(UnitManagerOptions options) {
+  auto manager = std::make_unique<DbusUnitManager>(std::move(options));
+  SH_RETURN_IF_ERROR(manager->Connect());
+  return manager;
+}
+
+}  // namespace stagehand::systemd
