@@ -1,5 +1,7 @@
 #include "agent/agent_health.h"
 
+#include <absl/strings/str_cat.h>
+
 namespace stagehand::agent {
 
 bool IsFailingVolume(const reconciler::VolumeStatus& v) {
@@ -15,6 +17,61 @@ VolumeCounts CountVolumes(const std::vector<reconciler::VolumeStatus>& volumes) 
     counts.failing += IsFailingVolume(v) ? 1 : 0;
   }
   return counts;
+}
+
+std::optional<std::string> AgentHealth::ManifestProblem() const {
+  return sources_.manifests != nullptr ? sources_.manifests->Problem() : std::nullopt;
+}
+
+absl::Status AgentHealth::Ready() const {
+  if (auto problem = ManifestProblem(); problem) {
+    return absl::UnavailableError(*problem);
+  }
+  if (sources_.reconciler != nullptr && !sources_.reconciler->Status().ready) {
+    return absl::UnavailableError("the first reconcile is not done yet");
+  }
+  if (sources_.registry != nullptr) {
+    auto self = sources_.registry->Find(sources_.driver_name);
+    if (!self || !self->healthy()) {
+      return absl::UnavailableError(absl::StrCat("the built-in driver '", sources_.driver_name,
+                                                 "' is not registered and healthy yet"));
+    }
+    return absl::OkStatus();
+  }
+  const state::v1::RegistrarState registrar =
+      sources_.registrar != nullptr ? sources_.registrar->Get() : state::v1::RegistrarState();
+  if (!registrar.registered()) {
+    return absl::UnavailableError(
+        registrar.last_error().empty()
+            ? "the kubelet has not registered the built-in driver yet"
+            : absl::StrCat("registration rejected: ", registrar.last_error()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AgentHealth::Live() const {
+  if (sources_.reconciler != nullptr) {
+    (void)sources_.reconciler->Generation();  // Takes the loop's lock.
+  }
+  return absl::OkStatus();
+}
+
+std::string AgentHealth::Summary() const {
+  std::string out = "serving";
+  if (sources_.reconciler != nullptr) {
+    const VolumeCounts counts = CountVolumes(sources_.reconciler->Status().volumes);
+    absl::StrAppend(&out, "; ", counts.total, " volumes, ", counts.published, " published, ",
+                    counts.failing, " failing");
+  }
+  if (sources_.registry != nullptr) {
+    int unhealthy = 0;
+    const auto plugins = sources_.registry->List();
+    for (const auto& p : plugins) {
+      unhealthy += p.healthy() ? 0 : 1;
+    }
+    absl::StrAppend(&out, "; ", plugins.size(), " plugins, ", unhealthy, " unhealthy");
+  }
+  return out;
 }
 
 }  // namespace stagehand::agent

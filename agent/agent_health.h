@@ -1,14 +1,20 @@
 #pragma once
 
-// How the declared volumes stand, counted once for everything that reports it: systemd's
-// STATUS= line, the agent API's GetStatus and the stagehand_volumes metric.
+// How the agent stands, defined once for everything that reports it: systemd's STATUS= line and
+// watchdog, the agent API's GetStatus (counts, ready), the stagehand_volumes metric, /readyz and
+// /healthz.
 
 #include <map>
-#include <string_view>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "agent/manifest_source.h"
+#include "agent/registrar_record.h"
+#include "base/status.h"
 #include "reconciler/reconciler.h"
 #include "reconciler/volume_phase.h"
+#include "registration/registry.h"
 
 namespace stagehand::agent {
 
@@ -25,5 +31,42 @@ struct VolumeCounts {
 bool IsFailingVolume(const reconciler::VolumeStatus& v);
 
 VolumeCounts CountVolumes(const std::vector<reconciler::VolumeStatus>& volumes);
+
+// Thread-safe; reads its sources on every call (they are thread-safe), which must outlive it.
+class AgentHealth {
+ public:
+  struct Sources {
+    std::string driver_name;  // The built-in driver.
+    // Standalone (stagehand watches plugins and reconciles); null in Kubernetes mode.
+    const reconciler::Reconciler* reconciler = nullptr;
+    const registration::Registry* registry = nullptr;
+    const ManifestSource* manifests = nullptr;
+    // Always set: what the registering side told the built-in driver's registrar.
+    const RegistrarRecord* registrar = nullptr;
+  };
+
+  explicit AgentHealth(Sources sources) : sources_(std::move(sources)) {}
+
+  // Ready to serve its purpose (/readyz, AgentStatus.ready): standalone, the manifest directory
+  // is readable, the first reconcile is done and the built-in driver is registered and healthy
+  // in stagehand's own registry; in Kubernetes mode, the kubelet registered the driver.
+  // Unavailable with the first reason otherwise.
+  absl::Status Ready() const;
+
+  // Alive (/healthz, the systemd watchdog): hangs rather than answer if the reconciler's lock
+  // is stuck, so the probe times out and the watchdog fires.
+  absl::Status Live() const;
+
+  // One line for `systemctl status`, e.g. "serving; 3 volumes, 2 published, 1 failing; ...".
+  std::string Summary() const;
+
+  // Why the manifest directory's state is unknown, if it is.
+  std::optional<std::string> ManifestProblem() const;
+
+  const Sources& sources() const { return sources_; }
+
+ private:
+  const Sources sources_;
+};
 
 }  // namespace stagehand::agent

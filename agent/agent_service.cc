@@ -56,22 +56,18 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
   response->set_driver_name(info_.driver_name);
   response->set_manifest_dir(info_.manifest_dir);
   response->set_metrics_port(metrics_port_.load());
-  if (registrar_) {
-    *response->mutable_registrar() = registrar_();
+  if (const RegistrarRecord* registrar = health_.sources().registrar; registrar != nullptr) {
+    *response->mutable_registrar() = registrar->Get();
     if (!response->registrar().last_error().empty()) {
       response->add_problems(absl::StrCat("the built-in driver's registration was rejected: ",
                                           response->registrar().last_error()));
     }
   }
-  bool ready = true;
-  if (manifest_problem_) {
-    if (auto problem = manifest_problem_(); problem) {
-      response->add_problems(*problem);
-    }
+  if (auto problem = health_.ManifestProblem(); problem) {
+    response->add_problems(*problem);
   }
   if (reconciler_ != nullptr) {
     const auto status = reconciler_->Status();
-    ready = status.ready;
     const VolumeCounts counts = CountVolumes(status.volumes);
     response->set_volumes(counts.total);
     response->set_volumes_published(counts.published);
@@ -107,7 +103,9 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
       }
     }
   }
-  response->set_ready(ready);
+  const absl::Status ready = health_.Ready();
+  response->set_ready(ready.ok());
+  response->set_not_ready_reason(std::string(ready.message()));
   return grpc::Status::OK;
 }
 

@@ -1,13 +1,12 @@
 #pragma once
 
 // The agent API (proto/agent.proto): status, volumes and plugins, read from the reconciler, the
-// plugin registry and the registrar. Thread-safe.
+// plugin registry and the registrar through AgentHealth. Thread-safe.
 
 #include <atomic>
-#include <functional>
-#include <optional>
 #include <string>
 
+#include "agent/agent_health.h"
 #include "proto/agent.grpc.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
@@ -26,23 +25,16 @@ struct AgentInfo {
 
 class AgentService final : public stagehand::agent::v1::Agent::Service {
  public:
-  // `reconciler` and `registry` may be null (Kubernetes mode); they must outlive the service.
-  AgentService(AgentInfo info, reconciler::Reconciler* reconciler,
-               const registration::Registry* registry,
-               std::function<state::v1::RegistrarState()> registrar)
+  // Reads the reconciler, the registry, the manifests and the registrar from `health`'s
+  // sources, which must outlive the service.
+  AgentService(AgentInfo info, const AgentHealth& health)
       : info_(std::move(info)),
-        reconciler_(reconciler),
-        registry_(registry),
-        registrar_(std::move(registrar)) {}
+        health_(health),
+        reconciler_(health.sources().reconciler),
+        registry_(health.sources().registry) {}
 
   // The bound metrics port, once known.
   void set_metrics_port(int port) { metrics_port_ = port; }
-
-  // Why the manifest directory's state is unknown, if it is (a problem in GetStatus).
-  // REQUIRES: called before the service is registered with a server.
-  void set_manifest_problem(std::function<std::optional<std::string>()> problem) {
-    manifest_problem_ = std::move(problem);
-  }
 
   grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
                          v1::AgentStatus* response) override;
@@ -52,12 +44,11 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
                            v1::ListPluginsResponse* response) override;
 
  private:
-  AgentInfo info_;
-  reconciler::Reconciler* reconciler_;
-  const registration::Registry* registry_;
-  std::function<state::v1::RegistrarState()> registrar_;
+  const AgentInfo info_;
+  const AgentHealth& health_;
+  const reconciler::Reconciler* const reconciler_;
+  const registration::Registry* const registry_;
   std::atomic<int> metrics_port_{0};
-  std::function<std::optional<std::string>()> manifest_problem_;
 };
 
 // The agent-API view of a reconciler status.

@@ -3,18 +3,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 
-#include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <grpcpp/grpcpp.h>
@@ -28,8 +25,8 @@
 #include "agent/manifest_source.h"
 #include "agent/manifest_volume_store.h"
 #include "agent/metrics.h"
-#include "agent/node_id.h"
 #include "agent/node_service.h"
+#include "agent/registrar_record.h"
 #include "agent/session_bundle.h"
 #include "agent/systemd_launcher.h"
 #include "agent/version.h"
@@ -44,11 +41,11 @@
 #include "mounter/libmount_mounter.h"
 #include "proto/unix_grpc_server.h"
 #include "reconciler/reconciler.h"
-#include "registration/plugin_info_validation.h"
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
 #include "registration/registry.h"
 #include "registration/registry_files.h"
+#include "systemd/notifier.h"
 
 namespace stagehand::agent {
 namespace {
@@ -76,502 +73,430 @@ absl::StatusOr<UniqueFd> LockFile(const std::string& path) {
   return fd;
 }
 
-// sd_notify(3) when run by systemd (NOTIFY_SOCKET set); a no-op otherwise.
-class SystemdNotifier {
- public:
-  SystemdNotifier() {
-    uint64_t usec = 0;
-    if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
-      watchdog_usec_ = usec;
-    }
+// Prefixes a component's startup error with the component.
+absl::Status In(const std::string& what, const absl::Status& status) {
+  if (status.ok()) {
+    return status;
   }
-
-  void Notify(const std::string& state) const { (void)sd_notify(0, state.c_str()); }
-
-  // How long the main loop may sleep: half the watchdog interval, at most 2 s.
-  timespec LoopPeriod() const {
-    uint64_t usec = 2'000'000;
-    if (watchdog_usec_ > 0) {
-      usec = std::min<uint64_t>(usec, watchdog_usec_ / 2);
-    }
-    return {static_cast<time_t>(usec / 1'000'000), static_cast<long>((usec % 1'000'000) * 1000)};
-  }
-
- private:
-  uint64_t watchdog_usec_ = 0;
-};
-
-// One line for `systemctl status`.
-std::string Summary(const reconciler::Reconciler* reconciler,
-                    const registration::Registry* registry) {
-  std::string out = "serving";
-  if (reconciler != nullptr) {
-    const VolumeCounts counts = CountVolumes(reconciler->Status().volumes);
-    absl::StrAppend(&out, "; ", counts.total, " volumes, ", counts.published, " published, ",
-                    counts.failing, " failing");
-  }
-  if (registry != nullptr) {
-    int unhealthy = 0;
-    const auto plugins = registry->List();
-    for (const auto& p : plugins) {
-      unhealthy += p.healthy() ? 0 : 1;
-    }
-    absl::StrAppend(&out, "; ", plugins.size(), " plugins, ", unhealthy, " unhealthy");
-  }
-  return out;
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
 // Hands manifest events to the reconciler.
 class ReconcilerBridge final : public ManifestListener {
  public:
+  explicit ReconcilerBridge(reconciler::Reconciler& reconciler) : reconciler_(reconciler) {}
+
   void OnVolumeDeclared(const std::string& file, const reconciler::VolumeSpec& spec) override {
-    reconciler->Declare(file, spec);
+    reconciler_.Declare(file, spec);
   }
 
   void OnManifestError(const std::string& file, const absl::Status& error) override {
-    reconciler->ReportManifestError(file, std::string(error.message()));
+    reconciler_.ReportManifestError(file, std::string(error.message()));
   }
 
-  void OnManifestRemoved(const std::string& file) override { reconciler->RemoveManifest(file); }
+  void OnManifestRemoved(const std::string& file) override { reconciler_.RemoveManifest(file); }
 
   void OnManifestRenamed(const std::string& from, const std::string& to) override {
-    reconciler->RenameManifest(from, to);
+    reconciler_.RenameManifest(from, to);
   }
 
-  void OnDirectoryListed() override { reconciler->DesiredComplete(); }
+  void OnDirectoryListed() override { reconciler_.DesiredComplete(); }
 
-  reconciler::Reconciler* reconciler = nullptr;
+ private:
+  reconciler::Reconciler& reconciler_;
 };
 
-}  // namespace
+// Members are declared in start order; the destructor stops them in the order the data path
+// needs, which is not quite the reverse.
+class AgentDaemon final : public Daemon {
+ public:
+  explicit AgentDaemon(DaemonOptions options)
+      : options_(std::move(options)), csi_socket_(CsiSocketPath(options_)) {}
 
-int RunDaemon(DaemonOptions options) {
-  if (options.node_id.empty()) {
-    std::array<char, 256> host{};
-    gethostname(host.data(), host.size() - 1);
-    options.node_id = host.data();
-  }
-  const bool kubernetes = options.mode == Mode::kKubernetes;
-  if (auto s = ValidateNodeId(options.node_id, kubernetes); !s.ok()) {
-    Log().error("startup failed: {}", std::string(s.message()));
-    return 2;
-  }
-  if (kubernetes && !IsCleanAbsolutePath(options.kubelet_dir)) {
-    Log().error("--kubelet-dir '{}' must be an absolute, normalised path", options.kubelet_dir);
-    return 2;
-  }
-  const std::string plugins_root = kubernetes ? options.kubelet_dir : options.state_dir;
-  if (options.csi_endpoint.empty()) {
-    options.csi_endpoint = absl::StrCat(
-        "unix://",
-        JoinPath(plugins_root, absl::StrCat("plugins/", options.driver_name, "/csi.sock")));
-  }
-  if (options.registration_dir.empty()) {
-    options.registration_dir = JoinPath(plugins_root, "plugins_registry");
-  }
-  if (!IsCleanAbsolutePath(options.registration_dir)) {
-    Log().error("--registration-dir '{}' must be an absolute, normalised path",
-                options.registration_dir);
-    return 2;
-  }
-  if (kubernetes) {
-    options.watch_plugins = false;  // The kubelet is the watcher.
-  }
-  auto endpoint_path = registration::EndpointSocketPath(options.csi_endpoint);
-  if (!endpoint_path.ok()) {
-    Log().error("--csi-endpoint: {} (use unix:///absolute/path)",
-                std::string(endpoint_path.status().message()));
-    return 2;
-  }
-  const std::string socket_path = *endpoint_path;
-  for (const auto& dir : {options.state_dir, options.runtime_dir, ParentDir(socket_path)}) {
-    if (auto s = MakeDirs(dir, 0700); !s.ok()) {
-      Log().error("startup failed: {}", s);
-      return 1;
-    }
+  ~AgentDaemon() override;
+
+  // Every startup step; on error the destructor stops what was started.
+  absl::Status Start();
+
+  absl::Status Run() override;
+
+ private:
+  bool kubernetes() const { return options_.mode == Mode::kKubernetes; }
+
+  absl::Status TakeLocks();
+  absl::Status StartTransports();
+  absl::Status StartCsiServer();
+  absl::Status StartRegistration();
+  absl::Status StartReconciler();
+  absl::Status StartAgentApi();
+  absl::Status StartMetrics();
+  // Waits (at most 60 s) for the reconciler's first reconcile.
+  void WaitForFirstReconcile();
+
+  const DaemonOptions options_;
+  const std::string csi_socket_;
+  sigset_t signals_{};
+  UniqueFd state_lock_;
+  UniqueFd csi_socket_lock_;
+  std::string initiator_;
+
+  // The data path of the built-in driver.
+  std::unique_ptr<iscsi::UserspaceTransport> userspace_transport_;
+  std::unique_ptr<iscsi::KernelTransport> kernel_transport_;
+  std::unique_ptr<iscsi::TransportSet> transport_;
+  std::string session_launcher_;
+  std::string default_transport_;
+  mounter::LibmountMounter mounter_;
+  mounter::BlkidBlockProbe probe_;
+  std::unique_ptr<NodeService> node_;
+  std::unique_ptr<IdentityService> identity_;
+  std::unique_ptr<grpc::Server> csi_server_;
+
+  // The plugin registry and the watcher (standalone), which finds our own driver through the
+  // registrar's socket like any other plugin.
+  registration::Registry registry_;
+  std::unique_ptr<registration::RegistryFiles> registry_files_;
+  std::mutex poke_mu_;
+  reconciler::Reconciler* poke_target_ = nullptr;  // Guarded by poke_mu_.
+  std::unique_ptr<RegistrarRecord> registrar_record_;
+  std::unique_ptr<registration::Registrar> registrar_;
+  std::unique_ptr<registration::PluginWatcher> watcher_;
+
+  // Standalone: the reconciler keeps the declared volumes staged and published.
+  std::unique_ptr<ManifestVolumeStore> volume_store_;
+  std::unique_ptr<HostMountTable> mount_table_;
+  OperationMetrics operation_metrics_;
+  std::unique_ptr<RegistryDriverDirectory> directory_;
+  std::unique_ptr<reconciler::Reconciler> reconciler_;
+  std::unique_ptr<ReconcilerBridge> bridge_;
+  std::unique_ptr<ManifestSource> manifests_;
+
+  // What the agent reports, and where.
+  std::unique_ptr<AgentHealth> health_;
+  std::unique_ptr<AgentService> agent_service_;
+  UniqueFd agent_socket_lock_;
+  std::unique_ptr<grpc::Server> agent_server_;
+  std::shared_ptr<AgentCollectable> collectable_;
+  std::unique_ptr<StatsCollector> stats_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+};
+
+absl::Status AgentDaemon::TakeLocks() {
+  for (const auto& dir : {options_.state_dir, options_.runtime_dir, ParentDir(csi_socket_)}) {
+    SH_RETURN_IF_ERROR(MakeDirs(dir, 0700));
   }
   // Refuse to start rather than steal the socket or share the state of a running instance.
-  auto state_lock = LockFile(JoinPath(options.state_dir, "stagehand.lock"));
-  if (!state_lock.ok()) {
-    Log().error("startup failed: {}", state_lock.status());
-    return 1;
-  }
-  auto socket_lock = LockFile(absl::StrCat(socket_path, ".lock"));
-  if (!socket_lock.ok()) {
-    Log().error("startup failed: {}", socket_lock.status());
-    return 1;
-  }
-  auto initiator =
-      ResolveInitiatorName(options.initiator_name, options.iscsi_initiator_conf, options.state_dir);
-  if (!initiator.ok()) {
-    Log().error("startup failed: {}", initiator.status());
-    return 2;
-  }
+  SH_ASSIGN_OR_RETURN(state_lock_, LockFile(JoinPath(options_.state_dir, "stagehand.lock")));
+  SH_ASSIGN_OR_RETURN(csi_socket_lock_, LockFile(absl::StrCat(csi_socket_, ".lock")));
+  SH_ASSIGN_OR_RETURN(initiator_,
+                      ResolveInitiatorName(options_.initiator_name, options_.iscsi_initiator_conf,
+                                           options_.state_dir));
+  return absl::OkStatus();
+}
 
-  // Signals are read synchronously below; block them before gRPC starts its threads.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
+absl::Status AgentDaemon::StartTransports() {
   iscsi::UserspaceTransportOptions transport_options;
-  {
-    SystemdLauncherOptions launcher_options;
-    launcher_options.bus_address = options.systemd_bus_address;
-    auto launcher = MakeSessionLauncher(options.session_launcher, launcher_options);
-    if (!launcher.ok()) {
-      Log().error("startup failed: {}", launcher.status());
-      return launcher.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    transport_options.launcher = std::move(*launcher);
-  }
-  if (kubernetes && transport_options.launcher->Name() != "systemd") {
+  SystemdLauncherOptions launcher_options;
+  launcher_options.bus_address = options_.systemd_bus_address;
+  SH_ASSIGN_OR_RETURN(transport_options.launcher,
+                      MakeSessionLauncher(options_.session_launcher, launcher_options));
+  session_launcher_ = std::string(transport_options.launcher->Name());
+  if (kubernetes() && session_launcher_ != "systemd") {
     Log().warn(
         "session processes run inside this pod and die with it: mount the host's system bus "
         "at {} so that they run as systemd units on the host",
-        options.systemd_bus_address);
+        options_.systemd_bus_address);
   }
-  if (options.session_bundle_dir.empty() && kubernetes) {
-    // Not under /run: many distributions mount it noexec. The kubelet's plugin directory is a
-    // host path the pod mounts at the same place, and executable.
-    options.session_bundle_dir =
-        JoinPath(plugins_root, absl::StrCat("plugins/", options.driver_name, "/bin"));
-  }
-  if (!options.session_bundle_dir.empty()) {
-    const std::string session_binary = iscsi::UserspaceTransport::DefaultBinary();
-    auto command = InstallSessionBundle(session_binary, options.session_bundle_dir);
+  if (!options_.session_bundle_dir.empty()) {
+    auto command = InstallSessionBundle(iscsi::UserspaceTransport::DefaultBinary(),
+                                        options_.session_bundle_dir);
     if (!command.ok()) {
-      Log().error("startup failed: session bundle in '{}': {}", options.session_bundle_dir,
-                  command.status());
-      return 1;
+      return In(absl::StrCat("session bundle in '", options_.session_bundle_dir, "'"),
+                command.status());
     }
     transport_options.command = std::move(*command);
   }
-  Log().info("session processes: launcher={} command='{}'",
-             std::string(transport_options.launcher->Name()),
+  Log().info("session processes: launcher={} command='{}'", session_launcher_,
              transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
                                                : absl::StrJoin(transport_options.command, " "));
-  const std::string session_launcher(transport_options.launcher->Name());
-  iscsi::UserspaceTransport userspace_transport(std::move(transport_options));
-  iscsi::KernelTransport kernel_transport({});
+  userspace_transport_ = std::make_unique<iscsi::UserspaceTransport>(std::move(transport_options));
+  kernel_transport_ = std::make_unique<iscsi::KernelTransport>(iscsi::KernelTransportOptions{});
   const absl::Status kernel_available = iscsi::KernelInitiatorAvailable();
-  std::string default_transport = options.iscsi_transport;
-  if (default_transport == "auto") {
-    default_transport =
+  default_transport_ = options_.iscsi_transport;
+  if (default_transport_ == "auto") {
+    default_transport_ =
         kernel_available.ok() ? iscsi::kTransportKernel : iscsi::kTransportUserspace;
-  } else if (default_transport == iscsi::kTransportKernel && !kernel_available.ok()) {
-    Log().error("startup failed: --iscsi-transport=kernel: {}", kernel_available);
-    return 1;
+  } else if (default_transport_ == iscsi::kTransportKernel && !kernel_available.ok()) {
+    return In("--iscsi-transport=kernel", kernel_available);
   }
   if (kernel_available.ok()) {
-    Log().info("iSCSI transport: {} by default (kernel initiator available)", default_transport);
+    Log().info("iSCSI transport: {} by default (kernel initiator available)", default_transport_);
   } else {
-    Log().info("iSCSI transport: {} (kernel transport unavailable: {})", default_transport,
+    Log().info("iSCSI transport: {} (kernel transport unavailable: {})", default_transport_,
                kernel_available);
   }
-  iscsi::TransportSet transport(userspace_transport,
-                                kernel_available.ok() ? &kernel_transport : nullptr,
-                                default_transport, std::string(kernel_available.message()));
-  mounter::LibmountMounter mounter;
-  mounter::BlkidBlockProbe probe;
+  transport_ = std::make_unique<iscsi::TransportSet>(
+      *userspace_transport_, kernel_available.ok() ? kernel_transport_.get() : nullptr,
+      default_transport_, std::string(kernel_available.message()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentDaemon::StartCsiServer() {
   NodeServiceOptions node_options;
-  node_options.node_id = options.node_id;
-  node_options.max_volumes_per_node = options.max_volumes_per_node;
-  node_options.replacement_timeout_seconds = options.replacement_timeout;
-  node_options.initiator_name = *initiator;
-  node_options.state_dir = options.state_dir;
-  node_options.runtime_dir = options.runtime_dir;
-  NodeService node({transport, mounter, probe, nullptr, nullptr, nullptr}, node_options);
-  IdentityService identity(options.driver_name, kVersion);
-
+  node_options.node_id = options_.node_id;
+  node_options.max_volumes_per_node = options_.max_volumes_per_node;
+  node_options.replacement_timeout_seconds = options_.replacement_timeout;
+  node_options.initiator_name = initiator_;
+  node_options.state_dir = options_.state_dir;
+  node_options.runtime_dir = options_.runtime_dir;
+  node_ = std::make_unique<NodeService>(
+      NodeServiceDeps{*transport_, mounter_, probe_, nullptr, nullptr, nullptr}, node_options);
+  identity_ = std::make_unique<IdentityService>(options_.driver_name, kVersion);
   // A socket file there is a stale one of a previous run: we hold its lock.
-  auto served = ServeOnUnixSocket(socket_path, {&identity, &node});
-  if (!served.ok()) {
-    Log().error("startup failed: {}", served.status());
-    return 1;
-  }
-  std::unique_ptr<grpc::Server> server = std::move(*served);
+  SH_ASSIGN_OR_RETURN(csi_server_, ServeOnUnixSocket(csi_socket_, {identity_.get(), node_.get()}));
   Log().info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
-             options.driver_name, options.node_id, options.csi_endpoint, *initiator, kVersion);
+             options_.driver_name, options_.node_id, options_.csi_endpoint, initiator_, kVersion);
+  return absl::OkStatus();
+}
 
-  // The plugin registry and the watcher (standalone), which finds our own driver through the
-  // registrar's socket like any other plugin. Declared before the registrar so that the watcher
-  // stops first on shutdown.
-  registration::Registry registry;
-  registration::RegistryFiles registry_files(options.state_dir, options.node_id, registry);
-  std::unique_ptr<registration::PluginWatcher> watcher;
-  // The reconciler to poke on registry changes; cleared (under the lock) before it is destroyed.
-  std::mutex poke_mu;
-  reconciler::Reconciler* poke_target = nullptr;  // Guarded by poke_mu.
-  if (options.watch_plugins) {
-    registry.SetListener([&registry_files, &poke_mu, &poke_target] {
-      if (auto s = registry_files.Write(); !s.ok()) {
+absl::Status AgentDaemon::StartRegistration() {
+  registry_files_ = std::make_unique<registration::RegistryFiles>(options_.state_dir,
+                                                                  options_.node_id, registry_);
+  if (options_.watch_plugins) {
+    registry_.SetListener([this] {
+      if (auto s = registry_files_->Write(); !s.ok()) {
         Log().warn("cannot write the plugin registry files: {}", s);
       }
-      std::lock_guard lock(poke_mu);
-      if (poke_target != nullptr) {
-        poke_target->Poke();  // Volumes waiting for a driver may proceed.
+      std::lock_guard lock(poke_mu_);
+      if (poke_target_ != nullptr) {
+        poke_target_->Poke();  // Volumes waiting for a driver may proceed.
       }
     });
-    (void)registry_files.Write();
+    (void)registry_files_->Write();
   }
-
   registration::RegistrarOptions registrar_options;
-  registrar_options.registration_dir = options.registration_dir;
-  registrar_options.driver_name = options.driver_name;
+  registrar_options.registration_dir = options_.registration_dir;
+  registrar_options.driver_name = options_.driver_name;
   registrar_options.endpoint =
-      options.kubelet_registration_path.empty() ? socket_path : options.kubelet_registration_path;
+      options_.kubelet_registration_path.empty() ? csi_socket_ : options_.kubelet_registration_path;
   // What the registering side told us, for operators: <state-dir>/registrar.json.
-  const std::string registrar_file = JoinPath(options.state_dir, "registrar.json");
-  std::mutex registrar_mu;
-  state::v1::RegistrarState registrar_state;  // Guarded by registrar_mu; for the agent API.
-  bool registrar_written = false;             // Guarded by registrar_mu.
-  // `initial`: the state right after start, which must not overwrite what a (concurrent)
-  // NotifyRegistrationStatus already recorded. The file is written under the lock too.
-  auto record_registrar_state = [&registrar_mu, &registrar_state, &registrar_written,
-                                 registrar_file, endpoint = registrar_options.endpoint](
-                                    const registration::RegistrarStatus& status, bool initial) {
-    state::v1::RegistrarState record;
-    record.set_socket_path(status.socket_path);
-    record.set_endpoint(endpoint);
-    record.set_notified(status.notified);
-    record.set_registered(status.registered);
-    record.set_last_error(status.last_error);
-    record.set_rejections(status.rejections);
-    std::lock_guard lock(registrar_mu);
-    if (initial && registrar_written) {
-      return;
-    }
-    registrar_written = true;
-    registrar_state = record;
-    if (auto s = registration::WriteJsonFile(registrar_file, record); !s.ok()) {
-      Log().warn("cannot write '{}': {}", registrar_file, s);
-    }
-  };
-  auto write_registrar_state =
-      [&record_registrar_state](const registration::RegistrarStatus& status) {
-        record_registrar_state(status, /*initial=*/false);
-      };
-  auto registrar = registration::Registrar::Start(registrar_options, write_registrar_state);
+  registrar_record_ = std::make_unique<RegistrarRecord>(
+      JoinPath(options_.state_dir, "registrar.json"), registrar_options.endpoint);
+  auto registrar = registration::Registrar::Start(
+      registrar_options, [record = registrar_record_.get()](
+                             const registration::RegistrarStatus& s) { record->Update(s); });
   if (!registrar.ok()) {
-    Log().error("startup failed: registrar: {}", registrar.status());
-    server->Shutdown();
-    return 1;
+    return In("registrar", registrar.status());
   }
-  Log().info("registration socket '{}' advertises endpoint '{}'", (*registrar)->socket_path(),
+  registrar_ = std::move(*registrar);
+  Log().info("registration socket '{}' advertises endpoint '{}'", registrar_->socket_path(),
              registrar_options.endpoint);
-  record_registrar_state((*registrar)->status(), /*initial=*/true);
+  registrar_record_->Initial(registrar_->status());
 
-  if (options.watch_plugins) {
+  if (options_.watch_plugins) {
     registration::WatcherOptions watcher_options;
-    watcher_options.registry_dir = options.registration_dir;
-    watcher_options.probe_period = options.plugin_probe_period;
-    auto started = registration::PluginWatcher::Start(watcher_options, registry);
-    if (!started.ok()) {
-      Log().error("startup failed: plugin watcher: {}", started.status());
-      server->Shutdown();
-      return 1;
+    watcher_options.registry_dir = options_.registration_dir;
+    watcher_options.probe_period = options_.plugin_probe_period;
+    auto watcher = registration::PluginWatcher::Start(watcher_options, registry_);
+    if (!watcher.ok()) {
+      return In("plugin watcher", watcher.status());
     }
-    watcher = std::move(*started);
+    watcher_ = std::move(*watcher);
   }
+  return absl::OkStatus();
+}
 
-  // Standalone: the reconciler keeps the declared volumes staged and published.
-  ManifestVolumeStore volume_store(options.state_dir);
-  HostMountTable mount_table(mounter);
-  OperationMetrics operation_metrics;
-  RegistryDriverDirectory directory(registry, &operation_metrics);
-  ReconcilerBridge bridge;
-  std::unique_ptr<reconciler::Reconciler> reconciler;
-  // Runs before `reconciler` is destroyed, on every return path.
-  absl::Cleanup stop_pokes = [&poke_mu, &poke_target] {
-    std::lock_guard lock(poke_mu);
-    poke_target = nullptr;
+absl::Status AgentDaemon::StartReconciler() {
+  directory_ = std::make_unique<RegistryDriverDirectory>(registry_, &operation_metrics_);
+  if (!options_.watch_plugins) {
+    return absl::OkStatus();
+  }
+  volume_store_ = std::make_unique<ManifestVolumeStore>(options_.state_dir);
+  mount_table_ = std::make_unique<HostMountTable>(mounter_);
+  reconciler::ReconcilerOptions reconciler_options;
+  reconciler_options.staging_root = options_.state_dir;
+  reconciler_options.call_timeout = options_.csi_timeout;
+  reconciler_options.max_parallel = options_.max_parallel_operations;
+  reconciler_options.resync_period = options_.resync_period;
+  reconciler_options.on_failure = [metrics = &operation_metrics_](const std::string& driver,
+                                                                  const std::string& operation) {
+    metrics->CountReconcileError(driver, operation);
   };
-  std::unique_ptr<ManifestSource> manifests;
-  if (options.watch_plugins) {
-    reconciler::ReconcilerOptions reconciler_options;
-    reconciler_options.staging_root = options.state_dir;
-    reconciler_options.call_timeout = options.csi_timeout;
-    reconciler_options.max_parallel = options.max_parallel_operations;
-    reconciler_options.resync_period = options.resync_period;
-    reconciler_options.on_failure = [&operation_metrics](const std::string& driver,
-                                                         const std::string& operation) {
-      operation_metrics.CountReconcileError(driver, operation);
-    };
-    reconciler = std::make_unique<reconciler::Reconciler>(reconciler_options, directory,
-                                                          volume_store, mount_table);
-    if (auto s = reconciler->Start(); !s.ok()) {
-      Log().error("startup failed: reconciler: {}", s);
-      server->Shutdown();
-      return 1;
-    }
-    bridge.reconciler = reconciler.get();
-    {
-      std::lock_guard lock(poke_mu);
-      poke_target = reconciler.get();
-    }
-    // A missing manifest directory is created only when no volume is managed yet; else it is
-    // reported and every volume stays as it is (DesiredComplete comes with its first listing).
-    const bool no_volumes = reconciler->Status().volumes.empty();
-    auto source =
-        ManifestSource::Start(options.manifest_dir, options.state_dir, bridge, no_volumes);
-    if (!source.ok()) {
-      Log().error("startup failed: manifests: {}", source.status());
-      server->Shutdown();
-      return 1;
-    }
-    manifests = std::move(*source);
+  reconciler_ = std::make_unique<reconciler::Reconciler>(reconciler_options, *directory_,
+                                                         *volume_store_, *mount_table_);
+  SH_RETURN_IF_ERROR(In("reconciler", reconciler_->Start()));
+  bridge_ = std::make_unique<ReconcilerBridge>(*reconciler_);
+  {
+    std::lock_guard lock(poke_mu_);
+    poke_target_ = reconciler_.get();
   }
+  // A missing manifest directory is created only when no volume is managed yet; else it is
+  // reported and every volume stays as it is (DesiredComplete comes with its first listing).
+  const bool no_volumes = reconciler_->Status().volumes.empty();
+  auto source =
+      ManifestSource::Start(options_.manifest_dir, options_.state_dir, *bridge_, no_volumes);
+  if (!source.ok()) {
+    return In("manifests", source.status());
+  }
+  manifests_ = std::move(*source);
+  return absl::OkStatus();
+}
 
-  // The agent API.
-  AgentService agent_service(
-      {std::string(kVersion), options.mode == Mode::kKubernetes ? "kubernetes" : "standalone",
-       options.node_id, options.driver_name, options.watch_plugins ? options.manifest_dir : "",
-       session_launcher, default_transport},
-      reconciler.get(), options.watch_plugins ? &registry : nullptr,
-      [&registrar_mu, &registrar_state] {
-        std::lock_guard lock(registrar_mu);
-        return registrar_state;
-      });
-  agent_service.set_manifest_problem([&manifests]() -> std::optional<std::string> {
-    return manifests ? manifests->Problem() : std::nullopt;
-  });
-  const std::string agent_socket = options.agent_socket.empty()
-                                       ? JoinPath(options.runtime_dir, "agent.sock")
-                                       : options.agent_socket;
-  auto agent_lock = LockFile(absl::StrCat(agent_socket, ".lock"));
-  if (!agent_lock.ok()) {
-    Log().error("startup failed: {}", agent_lock.status());
-    server->Shutdown();
-    return 1;
-  }
+absl::Status AgentDaemon::StartAgentApi() {
+  AgentHealth::Sources sources;
+  sources.driver_name = options_.driver_name;
+  sources.reconciler = reconciler_.get();
+  sources.registry = options_.watch_plugins ? &registry_ : nullptr;
+  sources.manifests = manifests_.get();
+  sources.registrar = registrar_record_.get();
+  health_ = std::make_unique<AgentHealth>(std::move(sources));
+  agent_service_ = std::make_unique<AgentService>(
+      AgentInfo{std::string(kVersion), kubernetes() ? "kubernetes" : "standalone", options_.node_id,
+                options_.driver_name, options_.watch_plugins ? options_.manifest_dir : "",
+                session_launcher_, default_transport_},
+      *health_);
+  SH_ASSIGN_OR_RETURN(agent_socket_lock_, LockFile(absl::StrCat(options_.agent_socket, ".lock")));
   // Owner only, as the CSI socket and the README say.
-  auto agent_served = ServeOnUnixSocket(agent_socket, {&agent_service});
-  if (!agent_served.ok()) {
-    Log().error("startup failed: agent socket: {}", agent_served.status());
-    server->Shutdown();
-    return 1;
+  auto served = ServeOnUnixSocket(options_.agent_socket, {agent_service_.get()});
+  if (!served.ok()) {
+    return In("agent socket", served.status());
   }
-  std::unique_ptr<grpc::Server> agent_server = std::move(*agent_served);
-  Log().info("agent API on '{}'{}", agent_socket,
-             options.watch_plugins
-                 ? absl::StrCat("; volumes declared in '", options.manifest_dir, "'")
+  agent_server_ = std::move(*served);
+  Log().info("agent API on '{}'{}", options_.agent_socket,
+             options_.watch_plugins
+                 ? absl::StrCat("; volumes declared in '", options_.manifest_dir, "'")
                  : "");
+  return absl::OkStatus();
+}
 
-  // Metrics and probes.
-  auto collectable = std::make_shared<AgentCollectable>(reconciler.get(),
-                                                        options.watch_plugins ? &registry : nullptr,
-                                                        JoinPath(options.runtime_dir, "sessions"));
-  std::unique_ptr<StatsCollector> stats;
-  if (reconciler) {
+absl::Status AgentDaemon::StartMetrics() {
+  collectable_ = std::make_shared<AgentCollectable>(reconciler_.get(),
+                                                    options_.watch_plugins ? &registry_ : nullptr,
+                                                    JoinPath(options_.runtime_dir, "sessions"));
+  if (reconciler_) {
     StatsCollector::Options stats_options;
-    stats_options.period = options.stats_period;
-    stats = std::make_unique<StatsCollector>(stats_options, *reconciler, directory, *collectable);
+    stats_options.period = options_.stats_period;
+    stats_ =
+        std::make_unique<StatsCollector>(stats_options, *reconciler_, *directory_, *collectable_);
   }
-  auto readiness = [&]() -> absl::Status {
-    if (manifests) {
-      if (auto problem = manifests->Problem(); problem) {
-        return absl::UnavailableError(*problem);
-      }
-    }
-    if (reconciler && !reconciler->Status().ready) {
-      return absl::UnavailableError("the first reconcile is not done yet");
-    }
-    if (options.watch_plugins) {
-      auto self = registry.Find(options.driver_name);
-      if (!self || !self->healthy()) {
-        return absl::UnavailableError(absl::StrCat("the built-in driver '", options.driver_name,
-                                                   "' is not registered and healthy yet"));
-      }
-      return absl::OkStatus();
-    }
-    std::lock_guard lock(registrar_mu);
-    if (!registrar_state.registered()) {
-      return absl::UnavailableError(
-          registrar_state.last_error().empty()
-              ? "the kubelet has not registered the built-in driver yet"
-              : absl::StrCat("registration rejected: ", registrar_state.last_error()));
-    }
+  if (options_.metrics_address.empty()) {
     return absl::OkStatus();
-  };
-  auto liveness = [&]() -> absl::Status {
-    if (reconciler) {
-      // Hangs (and the probe times out, the watchdog fires) if the loop's lock is stuck.
-      (void)reconciler->Generation();
-    }
-    return absl::OkStatus();
-  };
-  std::unique_ptr<MetricsServer> metrics_server;
-  if (!options.metrics_address.empty()) {
-    auto started =
-        MetricsServer::Start(options.metrics_address, {operation_metrics.registry(), collectable},
-                             {liveness, readiness});
-    if (!started.ok()) {
-      Log().error("startup failed: {}", started.status());
-      server->Shutdown();
-      return 1;
-    }
-    metrics_server = std::move(*started);
-    agent_service.set_metrics_port(metrics_server->port());
-    Log().info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,
-               metrics_server->port());
   }
+  SH_ASSIGN_OR_RETURN(
+      metrics_server_,
+      MetricsServer::Start(options_.metrics_address, {operation_metrics_.registry(), collectable_},
+                           {[health = health_.get()] { return health->Live(); },
+                            [health = health_.get()] { return health->Ready(); }}));
+  agent_service_->set_metrics_port(metrics_server_->port());
+  Log().info("metrics on {} port {} (/metrics, /healthz, /readyz)", options_.metrics_address,
+             metrics_server_->port());
+  return absl::OkStatus();
+}
 
-  // systemd: READY once the first reconcile is done, STATUS on change, WATCHDOG from this loop.
-  const SystemdNotifier notifier;
-  if (reconciler) {
-    auto status = reconciler->Status();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!status.ready && std::chrono::steady_clock::now() < deadline) {
-      status = reconciler->WaitForChange(status.generation, std::chrono::seconds(1));
-    }
+absl::Status AgentDaemon::Start() {
+  SH_RETURN_IF_ERROR(TakeLocks());
+  // Signals are read synchronously in Run; block them before any thread starts.
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  SH_RETURN_IF_ERROR(StartTransports());
+  SH_RETURN_IF_ERROR(StartCsiServer());
+  SH_RETURN_IF_ERROR(StartRegistration());
+  SH_RETURN_IF_ERROR(StartReconciler());
+  SH_RETURN_IF_ERROR(StartAgentApi());
+  return StartMetrics();
+}
+
+void AgentDaemon::WaitForFirstReconcile() {
+  if (!reconciler_) {
+    return;
   }
+  auto status = reconciler_->Status();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!status.ready && std::chrono::steady_clock::now() < deadline) {
+    status = reconciler_->WaitForChange(status.generation, std::chrono::seconds(1));
+  }
+}
+
+absl::Status AgentDaemon::Run() {
+  const systemd::Notifier notifier;
+  WaitForFirstReconcile();
   notifier.Notify("READY=1");
   uint64_t seen_generation = 0;
   std::string last_status;
   int sig = 0;
-  while (true) {
+  while (sig <= 0) {
     // The summary is rebuilt only when something changed: idle costs next to nothing.
-    const uint64_t generation = reconciler ? reconciler->Generation() : 1;
+    const uint64_t generation = reconciler_ ? reconciler_->Generation() : 1;
     if (generation != seen_generation) {
       seen_generation = generation;
-      std::string summary = Summary(reconciler.get(), options.watch_plugins ? &registry : nullptr);
+      std::string summary = health_->Summary();
       if (summary != last_status) {
         notifier.Notify(absl::StrCat("STATUS=", summary));
         last_status = std::move(summary);
       }
     }
-    if (liveness().ok()) {
+    if (health_->Live().ok()) {
       notifier.Notify("WATCHDOG=1");
     }
     timespec wait = notifier.LoopPeriod();
-    sig = sigtimedwait(&signals, nullptr, &wait);
-    if (sig > 0) {
-      break;
-    }
+    sig = sigtimedwait(&signals_, nullptr, &wait);
   }
   notifier.Notify("STOPPING=1");
   Log().info("received signal {}, shutting down (volumes stay staged and published)",
              strsignal(sig));
-  metrics_server.reset();
+  return absl::OkStatus();
+}
+
+AgentDaemon::~AgentDaemon() {
+  metrics_server_.reset();
   // Calls in flight to a slow driver would hold the stop past TimeoutStopSec: cancel them (each
   // one's record already says uncertain, so the next start finishes or undoes it).
-  directory.CancelAll();
-  stats.reset();
-  agent_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  agent_server->Wait();
-  (void)RemoveFileIfExists(agent_socket);
-  manifests.reset();
-  std::move(stop_pokes).Invoke();
-  reconciler.reset();  // Waits for running operations.
-  watcher.reset();
-  registrar->reset();  // Removes the registration socket.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  server->Wait();
-  (void)RemoveFileIfExists(socket_path);
-  return 0;
+  if (directory_) {
+    directory_->CancelAll();
+  }
+  stats_.reset();
+  if (agent_server_) {
+    agent_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    agent_server_->Wait();
+    agent_server_.reset();
+    (void)RemoveFileIfExists(options_.agent_socket);
+  }
+  manifests_.reset();
+  {
+    std::lock_guard lock(poke_mu_);
+    poke_target_ = nullptr;
+  }
+  reconciler_.reset();  // Waits for running operations.
+  watcher_.reset();
+  registrar_.reset();  // Removes the registration socket.
+  if (csi_server_) {
+    csi_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    csi_server_->Wait();
+    csi_server_.reset();
+    (void)RemoveFileIfExists(csi_socket_);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonOptions options) {
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  SH_ASSIGN_OR_RETURN(DaemonOptions resolved,
+                      ResolveDaemonOptions(std::move(options), host.data()));
+  auto daemon = std::make_unique<AgentDaemon>(std::move(resolved));
+  SH_RETURN_IF_ERROR(daemon->Start());
+  return daemon;
+}
+
+int ExitCode(const absl::Status& status) {
+  if (status.ok()) {
+    return 0;
+  }
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
 }  // namespace stagehand::agent

@@ -1,69 +1,35 @@
 #pragma once
 
-// The `stagehand` daemon: serves the built-in driver's CSI Identity and Node services on a unix
-// socket until SIGTERM/SIGINT.
+// The `stagehand` daemon: the built-in driver's CSI Identity and Node services and its
+// registration socket; standalone, also the plugin watcher, the reconciler and the manifest
+// source; the agent API; metrics and probes; systemd notifications.
 
-#include <chrono>
-#include <cstdint>
-#include <string>
+#include <memory>
+
+#include "agent/daemon_options.h"
+#include "base/status.h"
 
 namespace stagehand::agent {
 
-enum class Mode {
-  kStandalone,  // stagehand is the whole stack: registry watcher and (later) reconciler.
-  kKubernetes,  // The kubelet reconciles: kubelet paths, registrar only.
+class Daemon {
+ public:
+  // Resolves and checks `options` (ResolveDaemonOptions), takes the state and socket locks and
+  // starts every component; on failure, stops what it started. Blocks SIGTERM and SIGINT in the
+  // calling thread before any other thread starts: call it from main's thread.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(DaemonOptions options);
+
+  // Stops every component in order: metrics, calls in flight to drivers, the agent API, the
+  // manifest source, the reconciler (waits for running operations), the plugin watcher, the
+  // registration socket, the CSI server. Volumes stay staged and published.
+  virtual ~Daemon() = default;
+
+  // Serves until SIGTERM or SIGINT. Tells systemd READY=1 once the first reconcile is done (or
+  // after 60 s), STATUS= when the summary changes, and WATCHDOG=1 while alive.
+  virtual absl::Status Run() = 0;
 };
 
-struct DaemonOptions {
-  Mode mode = Mode::kStandalone;
-  // The kubelet's root directory (its --root-dir; microk8s, k0s and RKE move it). Kubernetes
-  // mode only: the CSI socket, the registration directory and the session bundle go under it.
-  std::string kubelet_dir = "/var/lib/kubelet";
-  // "unix:///path/csi.sock"; default <state-dir>/plugins/<driver>/csi.sock, or
-  // <kubelet-dir>/plugins/<driver>/csi.sock in Kubernetes mode.
-  std::string csi_endpoint;
-  // Where the registration socket goes (and, standalone, what the watcher watches). Default
-  // <state-dir>/plugins_registry, or <kubelet-dir>/plugins_registry in Kubernetes mode.
-  std::string registration_dir;
-  // The CSI socket path as the registering side sees it, when that differs from ours.
-  std::string kubelet_registration_path;
-  // Standalone only: watch the registration directory and reconcile the declared volumes.
-  bool watch_plugins = true;
-  std::string manifest_dir = "/etc/stagehand/volumes.d";
-  std::string agent_socket;  // Default <runtime-dir>/agent.sock.
-  std::chrono::milliseconds csi_timeout{std::chrono::minutes(2)};
-  int max_parallel_operations = 8;
-  std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
-  // /metrics, /healthz, /readyz; empty = off. Not 9808: that is csi-livenessprobe's default,
-  // and with hostNetwork other drivers' probes on the node hold it.
-  std::string metrics_address = "127.0.0.1:29780";
-  std::chrono::milliseconds stats_period{std::chrono::seconds(60)};
-  std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
-  std::string driver_name = "iscsi.stagehand.dev";
-  std::string node_id;  // Default: host name. Checked by ValidateNodeId (node_id.h).
-  std::string state_dir = "/var/lib/stagehand";
-  std::string runtime_dir = "/run/stagehand";
-  // Who starts session processes: "auto" (systemd when it answers on the bus, else detached
-  // children), "systemd" or "detached".
-  std::string session_launcher = "auto";
-  // Default iSCSI transport: "auto" (kernel when the kernel has the initiator and iscsid
-  // answers, else userspace), "kernel" or "userspace". A volume's `transport` context key wins.
-  std::string iscsi_transport = "auto";
-  std::string systemd_bus_address = "unix:path=/run/dbus/system_bus_socket";
-  // Where the relocatable session bundle goes (a host path); empty: run the session binary in
-  // place. Default in Kubernetes mode: <kubelet-dir>/plugins/<driver>/bin (/run is often
-  // mounted noexec). Checked not to be noexec.
-  std::string session_bundle_dir;
-  std::string initiator_name;
-  std::string iscsi_initiator_conf = "/etc/iscsi/initiatorname.iscsi";
-  std::string log_level = "info";
-  int64_t max_volumes_per_node = 0;
-  // Seconds I/O of a userspace session waits for a lost target before it fails with EIO
-  // (reconnects go on); a volume's `replacementTimeout` context key wins.
-  uint32_t replacement_timeout = 120;
-};
-
-// Runs the daemon; returns the process exit code.
-int RunDaemon(DaemonOptions options);
+// The process exit code for a status of Create or Run: 0 for OK, 2 for a usage or configuration
+// error (InvalidArgument), 1 for anything else.
+int ExitCode(const absl::Status& status);
 
 }  // namespace stagehand::agent

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "agent/config_file.h"
 #include "agent/daemon.h"
@@ -157,5 +160,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--log-level: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  return stagehand::agent::RunDaemon(o);
+  auto daemon = stagehand::agent::Daemon::Create(std::move(o));
+  if (!daemon.ok()) {
+    stagehand::ComponentLog("agent").error("startup failed: {}", daemon.status());
+    return stagehand::agent::ExitCode(daemon.status());
+  }
+  const absl::Status run = (*daemon)->Run();
+  if (!run.ok()) {
+    stagehand::ComponentLog("agent").error("{}", run);
+  }
+  return stagehand::agent::ExitCode(run);
 }

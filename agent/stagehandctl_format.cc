@@ -143,7 +143,9 @@ std::string FormatStatus(const agent::v1::AgentStatus& s) {
   t.AddRow({"mode:", OrDash(s.mode())});
   t.AddRow({"node id:", OrDash(s.node_id())});
   t.AddRow({"driver:", OrDash(s.driver_name())});
-  t.AddRow({"ready:", YesNo(s.ready())});
+  t.AddRow({"ready:", s.ready() || s.not_ready_reason().empty()
+                          ? YesNo(s.ready())
+                          : absl::StrCat("no (", s.not_ready_reason(), ")")});
   t.AddRow({"volumes:", absl::StrCat(s.volumes(), " declared, ", s.volumes_published(),
                                      " published, ", s.volumes_failing(), " failing")});
   t.AddRow({"plugins:",

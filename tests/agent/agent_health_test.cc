@@ -4,7 +4,11 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "tests/testing/temp_dir.h"
 
 namespace stagehand::agent {
 namespace {
@@ -60,6 +64,71 @@ TEST(VolumePhaseTest, EveryPhaseHasItsOwnName) {
   EXPECT_TRUE(reconciler::IsFailing(VolumePhase::kError));
   EXPECT_TRUE(reconciler::IsFailing(VolumePhase::kWaiting));
   EXPECT_FALSE(reconciler::IsFailing(VolumePhase::kUncertain));
+}
+
+registration::RegistrarStatus Notified(bool registered, const std::string& error) {
+  registration::RegistrarStatus status;
+  status.notified = true;
+  status.registered = registered;
+  status.last_error = error;
+  status.rejections = registered ? 0 : 1;
+  status.socket_path = "/reg/x-reg.sock";
+  return status;
+}
+
+TEST(RegistrarRecordTest, KeepsTheLastNotificationAndWritesItToTheFile) {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/registrar.json";
+  RegistrarRecord record(file, "/csi/csi.sock");
+  record.Update(Notified(false, "version 9 not supported"));
+  EXPECT_FALSE(record.Get().registered());
+  EXPECT_EQ(record.Get().rejections(), 1);
+  record.Update(Notified(true, ""));
+  EXPECT_TRUE(record.Get().registered());
+  EXPECT_EQ(record.Get().endpoint(), "/csi/csi.sock");
+  auto text = ReadFileToString(file);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, ::testing::HasSubstr("\"registered\": true"));
+}
+
+TEST(RegistrarRecordTest, TheInitialStateDoesNotOverwriteANotification) {
+  testing::TempDir dir;
+  RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
+  record.Update(Notified(true, ""));
+  record.Initial(registration::RegistrarStatus{});
+  EXPECT_TRUE(record.Get().registered());
+}
+
+TEST(AgentHealthTest, KubernetesModeIsReadyOnceTheKubeletRegisteredTheDriver) {
+  testing::TempDir dir;
+  RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
+  record.Initial(registration::RegistrarStatus{});
+  AgentHealth health({.driver_name = "x.dev", .registrar = &record});
+  EXPECT_EQ(health.Ready().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("has not registered"));
+  record.Update(Notified(false, "bad socket"));
+  EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("registration rejected: bad socket"));
+  record.Update(Notified(true, ""));
+  EXPECT_TRUE(health.Ready().ok()) << health.Ready();
+  EXPECT_TRUE(health.Live().ok());
+  EXPECT_EQ(health.Summary(), "serving");
+}
+
+TEST(AgentHealthTest, StandaloneNeedsTheBuiltInDriverInTheRegistry) {
+  testing::TempDir dir;
+  RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
+  registration::Registry registry;
+  AgentHealth health({.driver_name = "x.dev", .registry = &registry, .registrar = &record});
+  EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("'x.dev' is not registered"));
+  EXPECT_EQ(health.Summary(), "serving; 0 plugins, 0 unhealthy");
+
+  registration::RegisteredPlugin plugin;
+  plugin.set_name("x.dev");
+  plugin.set_socket_path("/reg/x-reg.sock");
+  plugin.set_healthy(true);
+  ASSERT_TRUE(registry.Add(plugin, std::stop_token()).ok());
+  EXPECT_TRUE(health.Ready().ok()) << health.Ready();
+  EXPECT_EQ(health.Summary(), "serving; 1 plugins, 0 unhealthy");
 }
 
 }  // namespace

@@ -97,6 +97,14 @@ TEST(FormatStatusTest, ListsProblems) {
   EXPECT_THAT(out, HasSubstr("problems:\n  - volume 'x': boom\n"));
 }
 
+TEST(FormatStatusTest, SaysWhyItIsNotReady) {
+  agent::v1::AgentStatus s;
+  s.set_ready(false);
+  s.set_not_ready_reason("the first reconcile is not done yet");
+  EXPECT_THAT(FormatStatus(s),
+              HasSubstr("ready:         no (the first reconcile is not done yet)\n"));
+}
+
 TEST(FormatStatusTest, SaysHowSessionProcessesRun) {
   agent::v1::AgentStatus s;
   s.set_session_launcher("systemd");
