@@ -1,8 +1,6 @@
 #include "agent/manifest_source.h"
 
 #include <dirent.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,16 +75,9 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
     return absl::InvalidArgumentError(
         absl::StrCat("state directory '", state_dir, "' must be an absolute, normalised path"));
   }
+  SH_ASSIGN_OR_RETURN(DirWatch watch, DirWatch::Create());
   std::unique_ptr<ManifestSource> source(
-      new ManifestSource(std::move(dir), std::move(state_dir), listener));
-  source->inotify_ = UniqueFd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!source->inotify_) {
-    return ErrnoStatus(errno, "inotify_init1");
-  }
-  source->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!source->wake_) {
-    return ErrnoStatus(errno, "eventfd");
-  }
+      new ManifestSource(std::move(dir), std::move(state_dir), listener, std::move(watch)));
 
   struct stat st {};
 
@@ -122,104 +113,88 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
   return source;
 }
 
-ManifestSource::ManifestSource(std::string dir, std::string state_dir, ManifestListener& listener)
-    : dir_(std::move(dir)), state_dir_(std::move(state_dir)), listener_(listener) {}
+ManifestSource::ManifestSource(std::string dir, std::string state_dir, ManifestListener& listener,
+                               DirWatch watch)
+    : dir_(std::move(dir)),
+      state_dir_(std::move(state_dir)),
+      listener_(listener),
+      watch_(std::move(watch)) {}
 
 ManifestSource::~ManifestSource() {
   if (thread_.joinable()) {
     thread_.request_stop();
-    const uint64_t one = 1;
-    (void)write(wake_.Get(), &one, sizeof(one));
+    watch_.Wake();
     thread_.join();
   }
 }
 
 absl::Status ManifestSource::WatchDir() {
-  dir_watch_ = inotify_add_watch(inotify_.Get(), dir_.c_str(), kDirMask);
-  if (dir_watch_ < 0) {
-    return ErrnoStatus(errno, absl::StrCat("watch '", dir_, "'"));
-  }
+  SH_ASSIGN_OR_RETURN(dir_watch_, watch_.Add(dir_, kDirMask));
   return absl::OkStatus();
 }
 
 void ManifestSource::Loop(const std::stop_token& token) {
   while (!token.stop_requested()) {
-    std::array<pollfd, 2> fds{{{inotify_.Get(), POLLIN, 0}, {wake_.Get(), POLLIN, 0}}};
-    if (poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      Log().error("manifest source: poll failed: {}; no longer following '{}'",
-                  std::strerror(errno), dir_);
+    if (auto s = watch_.Wait(); !s.ok()) {
+      Log().error("manifest source: {}; no longer following '{}'", s, dir_);
       return;
     }
     if (token.stop_requested()) {
       return;
     }
-    if ((fds[0].revents & POLLIN) != 0) {
-      HandleEvents();
-    }
+    HandleEvents();
   }
 }
 
 void ManifestSource::HandleEvents() {
-  alignas(inotify_event) std::array<char, 16384> buffer{};
-  while (true) {
-    const ssize_t n = read(inotify_.Get(), buffer.data(), buffer.size());
-    if (n <= 0) {
-      return;  // EAGAIN: drained.
-    }
+  for (auto events = watch_.Read(); !events.empty(); events = watch_.Read()) {
     // A rename inside the directory arrives as IN_MOVED_FROM + IN_MOVED_TO with one cookie,
     // normally in the same read: pair them so that the volume is never undeclared in between.
     std::map<uint32_t, std::string> moved_to;  // cookie -> new name
-    for (ssize_t offset = 0; offset < n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
-      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      if (event->wd == dir_watch_ && (event->mask & IN_MOVED_TO) != 0 && event->cookie != 0 &&
-          event->len > 0) {
-        moved_to[event->cookie] = event->name;
+    for (const DirWatch::Event& event : events) {
+      if (event.wd == dir_watch_ && (event.mask & IN_MOVED_TO) != 0 && event.cookie != 0 &&
+          !event.name.empty()) {
+        moved_to[event.cookie] = event.name;
       }
     }
     std::set<uint32_t> renamed;  // Cookies handled as renames: their IN_MOVED_TO is skipped.
-    for (ssize_t offset = 0; offset < n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
-      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      const std::string name = event->len > 0 ? std::string(event->name) : std::string();
-      if ((event->mask & IN_Q_OVERFLOW) != 0) {
+    for (const DirWatch::Event& event : events) {
+      const std::string& name = event.name;
+      if ((event.mask & IN_Q_OVERFLOW) != 0) {
         Log().warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
         Rescan();
-      } else if (event->wd == parent_watch_) {
+      } else if (event.wd == parent_watch_) {
         if (dir_watch_ >= 0) {
           continue;
         }
         if (watched_ancestor_ == ParentDir(dir_)) {
           if (name == BaseName(dir_) && WatchDir().ok()) {
             Log().info("manifest directory '{}' is back", dir_);
-            (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
+            watch_.Remove(std::exchange(parent_watch_, -1));
             Rescan();
           }
         } else if (IsPathWithin(dir_, JoinPath(watched_ancestor_, name))) {
           WatchForDir();  // A directory on the way down appeared: watch closer.
         }
-      } else if (event->wd != dir_watch_) {
+      } else if (event.wd != dir_watch_) {
         continue;  // From a watch given up on already.
-      } else if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+      } else if ((event.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         DirLost();
-      } else if ((event->mask & IN_MOVED_FROM) != 0 && moved_to.count(event->cookie) != 0 &&
-                 IsManifestName(name) && IsManifestName(moved_to[event->cookie])) {
-        renamed.insert(event->cookie);
-        Rename(name, moved_to[event->cookie]);
-      } else if ((event->mask & IN_MOVED_TO) != 0 && renamed.count(event->cookie) != 0) {
+      } else if ((event.mask & IN_MOVED_FROM) != 0 && moved_to.count(event.cookie) != 0 &&
+                 IsManifestName(name) && IsManifestName(moved_to[event.cookie])) {
+        renamed.insert(event.cookie);
+        Rename(name, moved_to[event.cookie]);
+      } else if ((event.mask & IN_MOVED_TO) != 0 && renamed.count(event.cookie) != 0) {
         continue;  // The second half of a rename handled above.
       } else if (!IsManifestName(name)) {
         continue;
       } else if (hold_if_empty_) {
         Rescan();  // The first manifest in a directory that came back empty: list it whole.
-      } else if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+      } else if ((event.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
         Remove(name);
-      } else if ((event->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0) {
+      } else if ((event.mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0) {
         Load(name);
-      } else if ((event->mask & IN_CREATE) != 0 && IsLink(JoinPath(dir_, name))) {
+      } else if ((event.mask & IN_CREATE) != 0 && IsLink(JoinPath(dir_, name))) {
         Load(name);
       }
     }
@@ -246,7 +221,7 @@ void ManifestSource::SetProblem(std::optional<std::string> problem) {
 }
 
 void ManifestSource::DirLost() {
-  (void)inotify_rm_watch(inotify_.Get(), std::exchange(dir_watch_, -1));
+  watch_.Remove(std::exchange(dir_watch_, -1));
   hold_if_empty_ = hold_if_empty_ || !files_.empty();
   SetProblem(absl::StrCat("manifest directory '", dir_,
                           "' was moved away or removed; its volumes stay as declared until it "
@@ -255,24 +230,21 @@ void ManifestSource::DirLost() {
 }
 
 void ManifestSource::WatchForDir() {
-  if (parent_watch_ >= 0) {
-    (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
-  }
+  watch_.Remove(std::exchange(parent_watch_, -1));
   // The nearest ancestor that exists: with its parent missing too (a typo high up in the path),
   // each directory created on the way down moves the watch one level closer.
   watched_ancestor_ = ParentDir(dir_);
-  while (true) {
-    parent_watch_ = inotify_add_watch(inotify_.Get(), watched_ancestor_.c_str(), kParentMask);
-    if (parent_watch_ >= 0 || errno != ENOENT || watched_ancestor_ == "/") {
-      break;
-    }
+  absl::StatusOr<int> parent = watch_.Add(watched_ancestor_, kParentMask);
+  while (!parent.ok() && absl::IsNotFound(parent.status()) && watched_ancestor_ != "/") {
     watched_ancestor_ = ParentDir(watched_ancestor_);
+    parent = watch_.Add(watched_ancestor_, kParentMask);
   }
-  if (parent_watch_ < 0) {
-    Log().error("cannot watch '{}' for '{}' to appear: {}; restart stagehand once it exists",
-                watched_ancestor_, dir_, std::strerror(errno));
+  if (!parent.ok()) {
+    Log().error("cannot watch for '{}' to appear: {}; restart stagehand once it exists", dir_,
+                parent.status());
     return;
   }
+  parent_watch_ = *parent;
   if (watched_ancestor_ != ParentDir(dir_)) {
     // The next directory down may have been created before the watch was set.
     const size_t from = watched_ancestor_ == "/" ? 1 : watched_ancestor_.size() + 1;
@@ -287,7 +259,7 @@ void ManifestSource::WatchForDir() {
   // It may have come back before the watch was set.
   if (WatchDir().ok()) {
     Log().info("manifest directory '{}' is back", dir_);
-    (void)inotify_rm_watch(inotify_.Get(), std::exchange(parent_watch_, -1));
+    watch_.Remove(std::exchange(parent_watch_, -1));
     Rescan();
   }
 }

@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "base/dir_watch.h"
 #include "base/status.h"
-#include "base/unique_fd.h"
 #include "reconciler/volume_spec.h"
 
 namespace stagehand::agent {
@@ -89,7 +89,8 @@ class ManifestSource {
     std::optional<std::string> error;                // Set while the file is in error.
   };
 
-  ManifestSource(std::string dir, std::string state_dir, ManifestListener& listener);
+  ManifestSource(std::string dir, std::string state_dir, ManifestListener& listener,
+                 DirWatch watch);
 
   absl::Status WatchDir();
   void Loop(const std::stop_token& token);
@@ -108,8 +109,7 @@ class ManifestSource {
   const std::string dir_;
   const std::string state_dir_;
   ManifestListener& listener_;
-  UniqueFd inotify_;
-  UniqueFd wake_;       // eventfd: written by the destructor.
+  DirWatch watch_;      // Woken by the destructor.
   int dir_watch_ = -1;  // -1 while the directory is gone.
   int parent_watch_ = -1;
   std::string watched_ancestor_;  // What parent_watch_ watches: the nearest existing ancestor.

@@ -20,6 +20,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 
+#include "base/dir_watch.h"
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/unique_fd.h"
@@ -294,34 +295,24 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
   };
   SH_ASSIGN_OR_RETURN(SessionStatus before, read_status());
   // The session writes its status file (rename into place) when the refresh completes.
-  UniqueFd in(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  if (!in || inotify_add_watch(in.Get(), session.runtime_dir().c_str(), IN_MOVED_TO) < 0) {
-    return ErrnoStatus(errno, "inotify on the session directory");
-  }
+  SH_ASSIGN_OR_RETURN(DirWatch watch, DirWatch::Create());
+  SH_RETURN_IF_ERROR(watch.Add(session.runtime_dir(), IN_MOVED_TO).status());
   if (kill(session.pid(), SIGUSR1) != 0) {
     return ErrnoStatus(errno, "signal the session process");
   }
-  const auto deadline = std::chrono::steady_clock::now() + options_.stop_timeout;
-  while (true) {
-    auto now = read_status();
-    if (now.ok() && now->capacity_refreshes() > before.capacity_refreshes()) {
-      if (!session.loop_device().empty()) {
-        SH_RETURN_IF_ERROR(RefreshLoopCapacity(session.loop_device()));
-      }
-      return now->capacity_bytes();
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return absl::DeadlineExceededError("the session did not re-read the LUN capacity in time");
-    }
-    pollfd pfd{in.Get(), POLLIN, 0};
-    if (poll(&pfd, 1, static_cast<int>(left.count())) > 0) {
-      std::array<char, 4096> buf{};
-      while (read(in.Get(), buf.data(), buf.size()) > 0) {
-      }
-    }
+  absl::StatusOr<SessionStatus> now = before;
+  const bool refreshed =
+      WaitUntil(watch, std::chrono::steady_clock::now() + options_.stop_timeout, [&] {
+        now = read_status();
+        return now.ok() && now->capacity_refreshes() > before.capacity_refreshes();
+      });
+  if (!refreshed) {
+    return absl::DeadlineExceededError("the session did not re-read the LUN capacity in time");
   }
+  if (!session.loop_device().empty()) {
+    SH_RETURN_IF_ERROR(RefreshLoopCapacity(session.loop_device()));
+  }
+  return now->capacity_bytes();
 }
 
 SessionHealth UserspaceTransport::Health(const SessionRecord& session) {

@@ -1,8 +1,6 @@
 #include "registration/plugin_watcher.h"
 
 #include <dirent.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -204,23 +202,18 @@ absl::StatusOr<std::unique_ptr<PluginWatcher>> PluginWatcher::Start(WatcherOptio
     return absl::InvalidArgumentError(absl::StrCat("registration directory '", options.registry_dir,
                                                    "' must be an absolute path"));
   }
-  std::unique_ptr<PluginWatcher> watcher(new PluginWatcher(std::move(options), registry, clock));
-  watcher->inotify_ = UniqueFd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!watcher->inotify_) {
-    return ErrnoStatus(errno, "inotify_init1");
-  }
-  watcher->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!watcher->wake_) {
-    return ErrnoStatus(errno, "eventfd");
-  }
+  SH_ASSIGN_OR_RETURN(DirWatch watch, DirWatch::Create());
+  std::unique_ptr<PluginWatcher> watcher(
+      new PluginWatcher(std::move(options), registry, clock, std::move(watch)));
   SH_RETURN_IF_ERROR(watcher->Watch());
   PluginWatcher* self = watcher.get();
   watcher->loop_ = std::jthread([self](const std::stop_token& token) { self->Loop(token); });
   return watcher;
 }
 
-PluginWatcher::PluginWatcher(WatcherOptions options, Registry& registry, const Clock& clock)
-    : options_(std::move(options)), registry_(registry), clock_(clock) {}
+PluginWatcher::PluginWatcher(WatcherOptions options, Registry& registry, const Clock& clock,
+                             DirWatch watch)
+    : options_(std::move(options)), registry_(registry), clock_(clock), watch_(std::move(watch)) {}
 
 PluginWatcher::~PluginWatcher() {
   if (loop_.joinable()) {
@@ -240,10 +233,7 @@ PluginWatcher::~PluginWatcher() {
 
 absl::Status PluginWatcher::Watch() {
   SH_RETURN_IF_ERROR(MakeDirs(options_.registry_dir, 0700));
-  watch_ = inotify_add_watch(inotify_.Get(), options_.registry_dir.c_str(), kWatchMask);
-  if (watch_ < 0) {
-    return ErrnoStatus(errno, absl::StrCat("watch '", options_.registry_dir, "'"));
-  }
+  SH_ASSIGN_OR_RETURN(dir_wd_, watch_.Add(options_.registry_dir, kWatchMask));
   watching_ = true;
   Rescan();  // After the watch is in place, so that nothing created in between is missed.
   Log().info("watching for plugins dir='{}'", options_.registry_dir);
@@ -252,23 +242,18 @@ absl::Status PluginWatcher::Watch() {
 
 void PluginWatcher::Loop(const std::stop_token& token) {
   while (!token.stop_requested()) {
-    std::array<pollfd, 2> fds{{{inotify_.Get(), POLLIN, 0}, {wake_.Get(), POLLIN, 0}}};
     // Only a lost directory needs a timer: it is re-created once a second until that works.
-    const int timeout_ms = watching_ ? -1 : 1000;
-    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
-      Log().error("plugin watcher: poll failed: {}", std::strerror(errno));
+    const auto timeout = watching_
+                             ? std::nullopt
+                             : std::optional<std::chrono::milliseconds>(std::chrono::seconds(1));
+    if (auto s = watch_.Wait(timeout); !s.ok()) {
+      Log().error("plugin watcher: {}", s);
       return;
-    }
-    if ((fds[1].revents & POLLIN) != 0) {
-      uint64_t count = 0;
-      (void)read(wake_.Get(), &count, sizeof(count));
     }
     if (token.stop_requested()) {
       return;
     }
-    if ((fds[0].revents & POLLIN) != 0) {
-      HandleInotify();
-    }
+    HandleInotify();
     if (!watching_) {
       if (auto s = Watch(); !s.ok()) {
         Log().debug("registration directory still unavailable: {}", s);
@@ -279,49 +264,42 @@ void PluginWatcher::Loop(const std::stop_token& token) {
 }
 
 void PluginWatcher::HandleInotify() {
-  alignas(inotify_event) std::array<char, 16384> buffer{};
-  while (true) {
-    const ssize_t n = read(inotify_.Get(), buffer.data(), buffer.size());
-    if (n <= 0) {
-      return;
-    }
-    for (ssize_t offset = 0; offset < n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + offset);
-      offset += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      if (event->wd != watch_ && (event->mask & IN_Q_OVERFLOW) == 0) {
+  for (auto events = watch_.Read(); !events.empty(); events = watch_.Read()) {
+    for (const DirWatch::Event& event : events) {
+      if (event.wd != dir_wd_ && (event.mask & IN_Q_OVERFLOW) == 0) {
         continue;  // A late event of a watch we replaced.
       }
-      if ((event->mask & IN_Q_OVERFLOW) != 0) {
+      if ((event.mask & IN_Q_OVERFLOW) != 0) {
         Log().warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
                    options_.registry_dir);
         Rescan();
         continue;
       }
-      if ((event->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+      if ((event.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         if (watching_) {
           Log().error(
               "registration directory '{}' was removed; deregistering its plugins and "
               "re-creating it",
               options_.registry_dir);
-          if ((event->mask & IN_IGNORED) == 0) {
-            (void)inotify_rm_watch(inotify_.Get(), watch_);
+          if ((event.mask & IN_IGNORED) == 0) {
+            watch_.Remove(dir_wd_);
           }
           watching_ = false;
           StopAll();
         }
         continue;
       }
-      if (event->len == 0) {
+      if (event.name.empty()) {
         continue;
       }
-      const std::string name(event->name);
+      const std::string& name = event.name;
       if (Ignored(name)) {
         continue;
       }
       const std::string path = JoinPath(options_.registry_dir, name);
-      if ((event->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+      if ((event.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
         StopWorker(path);
-      } else if ((event->mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
+      } else if ((event.mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
         const ino_t inode = SocketInode(path);
         auto it = workers_.find(path);
         if (it != workers_.end() && it->second.inode == inode) {
@@ -412,8 +390,7 @@ void PluginWatcher::Reap() {
 }
 
 void PluginWatcher::Wake() const {
-  const uint64_t one = 1;
-  (void)write(wake_.Get(), &one, sizeof(one));
+  watch_.Wake();
 }
 
 }  // namespace stagehand::registration

@@ -22,8 +22,8 @@
 
 #include "base/backoff.h"
 #include "base/clock.h"
+#include "base/dir_watch.h"
 #include "base/status.h"
-#include "base/unique_fd.h"
 #include "registration/plugin_client.h"
 #include "registration/registry.h"
 
@@ -56,7 +56,7 @@ class PluginWatcher {
     std::shared_ptr<std::atomic<bool>> done;
   };
 
-  PluginWatcher(WatcherOptions options, Registry& registry, const Clock& clock);
+  PluginWatcher(WatcherOptions options, Registry& registry, const Clock& clock, DirWatch watch);
 
   absl::Status Watch();
   void Loop(const std::stop_token& token);
@@ -71,9 +71,8 @@ class PluginWatcher {
   WatcherOptions options_;
   Registry& registry_;
   const Clock& clock_;
-  UniqueFd inotify_;
-  UniqueFd wake_;  // eventfd: shutdown and finished workers.
-  int watch_ = -1;
+  DirWatch watch_;  // Woken for shutdown and by finished workers.
+  int dir_wd_ = -1;
   bool watching_ = false;
   std::map<std::string, Worker> workers_;  // By socket path; loop thread only.
   std::vector<Worker> retiring_;           // Cancelled, not joined yet; loop thread only.
