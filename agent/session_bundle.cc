@@ -1,11 +1,16 @@
 #include "agent/session_bundle.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <filesystem>
+#include <functional>
+#include <string_view>
 #include <system_error>
 
 #include <absl/strings/match.h>
@@ -16,6 +21,7 @@
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "base/subprocess.h"
+#include "base/unique_fd.h"
 
 namespace stagehand::agent {
 namespace {
@@ -27,9 +33,55 @@ std::string Basename(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
+// Files are streamed, never read whole: the session binary and libc are megabytes, and glibc
+// keeps a freed buffer that large in the agent's heap for good. Calls `chunk` with each piece.
+absl::Status ReadInChunks(const std::string& path,
+                          const std::function<absl::Status(std::string_view)>& chunk) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    return ErrnoStatus(errno, absl::StrCat("open '", path, "'"));
+  }
+  std::array<char, 65536> buffer{};
+  while (true) {
+    const ssize_t n = read(fd.Get(), buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return ErrnoStatus(errno, absl::StrCat("read '", path, "'"));
+    }
+    if (n == 0) {
+      return absl::OkStatus();
+    }
+    SH_RETURN_IF_ERROR(chunk(std::string_view(buffer.data(), static_cast<size_t>(n))));
+  }
+}
+
+absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
+  Sha256 hash;
+  SH_RETURN_IF_ERROR(ReadInChunks(path, [&hash](std::string_view piece) {
+    hash.Update(piece);
+    return absl::OkStatus();
+  }));
+  return hash.HexDigest();
+}
+
+// Into the bundle's private build directory, so no temp file of its own is needed.
 absl::Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
-  SH_ASSIGN_OR_RETURN(std::string content, ReadFileToString(from));
-  return WriteFileAtomically(to, content, mode, Durability::kAtomicOnly);
+  UniqueFd out(open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!out || fchmod(out.Get(), mode) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("create '", to, "'"));
+  }
+  return ReadInChunks(from, [&out, &to](std::string_view piece) {
+    while (!piece.empty()) {
+      const ssize_t n = write(out.Get(), piece.data(), piece.size());
+      if (n < 0 && errno != EINTR) {
+        return ErrnoStatus(errno, absl::StrCat("write '", to, "'"));
+      }
+      piece.remove_prefix(n < 0 ? 0 : static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  });
 }
 
 std::vector<std::string> Command(const std::string& dir, const std::string& interpreter) {
@@ -54,8 +106,8 @@ absl::StatusOr<std::vector<std::string>> InstallSessionBundle(const std::string&
                      "' is on a filesystem mounted noexec, so the session binary cannot run from "
                      "there; set --session-bundle-dir to an executable host path"));
   }
-  SH_ASSIGN_OR_RETURN(std::string binary, ReadFileToString(session_binary));
-  const std::string dir = JoinPath(bundle_root, Sha256Hex(binary).substr(0, 16));
+  SH_ASSIGN_OR_RETURN(std::string digest, Sha256OfFile(session_binary));
+  const std::string dir = JoinPath(bundle_root, digest.substr(0, 16));
 
   // What the binary loads, as its own dynamic loader resolved it on this (container) system.
   SH_ASSIGN_OR_RETURN(ProcessResult listed,

@@ -1,8 +1,8 @@
 #include "base/sha256.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <vector>
 
 namespace stagehand {
 namespace {
@@ -56,30 +56,55 @@ void Compress(std::array<uint32_t, 8>& h, const uint8_t* block) {
 
 }  // namespace
 
-std::string Sha256Hex(std::string_view data) {
-  std::array<uint32_t, 8> h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  std::vector<uint8_t> msg(data.begin(), data.end());
-  const uint64_t bit_len = static_cast<uint64_t>(data.size()) * 8;
-  msg.push_back(0x80);
-  while (msg.size() % 64 != 56) {
-    msg.push_back(0);
+void Sha256::Update(std::string_view data) {
+  length_ += data.size();
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  size_t left = data.size();
+  if (block_used_ > 0) {
+    const size_t take = std::min(left, block_.size() - block_used_);
+    std::copy_n(p, take, block_.begin() + static_cast<std::ptrdiff_t>(block_used_));
+    block_used_ += take;
+    p += take;
+    left -= take;
+    if (block_used_ < block_.size()) {
+      return;
+    }
+    Compress(h_, block_.data());
+    block_used_ = 0;
   }
-  for (int i = 7; i >= 0; --i) {
-    msg.push_back(static_cast<uint8_t>(bit_len >> (8 * i)));
+  for (; left >= block_.size(); p += block_.size(), left -= block_.size()) {
+    Compress(h_, p);
   }
-  for (size_t off = 0; off < msg.size(); off += 64) {
-    Compress(h, msg.data() + off);
+  std::copy_n(p, left, block_.begin());
+  block_used_ = left;
+}
+
+std::string Sha256::HexDigest() {
+  const uint64_t bit_len = length_ * 8;
+  std::array<uint8_t, 72> tail{};  // 0x80, zeros, and the length: one or two blocks.
+  tail[0] = 0x80;
+  const size_t pad = (block_used_ < 56 ? 56 : 120) - block_used_;
+  std::array<uint8_t, 8> length{};
+  for (int i = 0; i < 8; ++i) {
+    length[i] = static_cast<uint8_t>(bit_len >> (8 * (7 - i)));
   }
+  Update(std::string_view(reinterpret_cast<const char*>(tail.data()), pad));
+  Update(std::string_view(reinterpret_cast<const char*>(length.data()), length.size()));
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(64);
-  for (uint32_t word : h) {
+  for (uint32_t word : h_) {
     for (int shift = 28; shift >= 0; shift -= 4) {
       out.push_back(kHex[(word >> shift) & 0xf]);
     }
   }
   return out;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  Sha256 hash;
+  hash.Update(data);
+  return hash.HexDigest();
 }
 
 }  // namespace stagehand
