@@ -19,9 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +29,7 @@
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/subprocess.h"
+#include "bench/proc_stats.h"
 #include "proto/agent.grpc.pb.h"
 #include "proto/csi.grpc.pb.h"
 #include "registration/registrar.h"
@@ -180,31 +179,6 @@ bool WaitPublished(stagehand::agent::v1::Agent::Stub& agent, int published, bool
   return false;
 }
 
-uint64_t CpuTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::string skip;
-  uint64_t utime = 0;
-  uint64_t stime = 0;
-  for (int i = 0; i < 11; ++i) {
-    fields >> skip;
-  }
-  fields >> utime >> stime;
-  return utime + stime;
-}
-
-long RssKb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("VmRSS:")) {
-      return std::stol(line.substr(6));
-    }
-  }
-  return -1;
-}
-
 std::unique_ptr<stagehand::agent::v1::Agent::Stub> AgentStub(const std::string& root) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -305,13 +279,18 @@ int main(int argc, char** argv) {
         volumes, converge, converged ? "ok" : "NOT CONVERGED", converge / baseline);
 
     const long hz = sysconf(_SC_CLK_TCK);
-    const uint64_t before = CpuTicks(agent);
+    const uint64_t before = stagehand::bench::CpuTicks(agent);
     std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));  // Measuring idleness.
-    const double cpu = static_cast<double>(CpuTicks(agent) - before) / static_cast<double>(hz);
+    const double cpu =
+        static_cast<double>(stagehand::bench::CpuTicks(agent) - before) / static_cast<double>(hz);
     std::printf("idle: %.3f s CPU in %d s = %.3f %% (aim: under 0.5 %%)\n", cpu, idle_seconds,
                 100.0 * cpu / idle_seconds);
-    std::printf("rss: %.1f MB with %d volumes (aim: under 40 MB)\n", RssKb(agent) / 1024.0,
-                volumes);
+    std::printf(
+        "rss: %.1f MB (%.1f MB anonymous) and %ld threads with %d volumes (aims: under 25 "
+        "MB, at most 8 threads)\n",
+        stagehand::bench::StatusField(agent, "VmRSS") / 1024.0,
+        stagehand::bench::StatusField(agent, "RssAnon") / 1024.0,
+        stagehand::bench::StatusField(agent, "Threads"), volumes);
 
     Stop(agent, SIGTERM);
     const uint64_t calls_before = driver.calls.load();
