@@ -1,29 +1,17 @@
 #include "agent/node_service.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 
-#include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <spdlog/spdlog.h>
 
-#include "base/c_handle.h"
+#include "agent/lun_claims.h"
+#include "agent/target_path.h"
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
-#include "base/sha256.h"
-#include "iscsi/session_conversions.h"
 #include "mounter/filesystem.h"
-#include "mounter/format_decision.h"
 #include "mounter/volume_stats.h"
 #include "proto/grpc_status.h"
 
@@ -49,87 +37,6 @@ bool SameFlags(const google::protobuf::RepeatedPtrField<std::string>& a,
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
-using Dir = CHandle<DIR, &closedir>;
-
-bool PathExists(const std::string& path) {
-  struct stat st {};
-
-  return lstat(path.c_str(), &st) == 0;
-}
-
-// Removes what a publish made at its (unmounted) target: an empty directory, or the empty
-// regular file of a block publish. Anything else there (files written into the directory after
-// the unmount, a file with data) is not ours to delete and is left, so that a teardown never
-// wedges on it either.
-absl::Status RemoveTarget(const std::string& path) {
-  struct stat st {};
-
-  if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus()
-                           : ErrnoStatus(errno, absl::StrCat("stat '", path, "'"));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
-      if (errno == ENOTEMPTY || errno == EEXIST) {
-        Log().warn("unpublish: target directory '{}' is not empty; leaving it", path);
-        return absl::OkStatus();
-      }
-      return ErrnoStatus(errno, absl::StrCat("remove target directory '", path, "'"));
-    }
-    return absl::OkStatus();
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size != 0) {
-    Log().warn("unpublish: target '{}' is not the empty file stagehand made; leaving it", path);
-    return absl::OkStatus();
-  }
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, absl::StrCat("remove target file '", path, "'"));
-  }
-  return absl::OkStatus();
-}
-
-// FailedPrecondition when publishing at `path` would hide something: a directory that is not
-// empty, or a file with data (block); also a target of the wrong type. Absent is fine.
-absl::Status CheckTargetEmpty(const std::string& path, bool block) {
-  struct stat st {};
-
-  if (lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus()
-                           : ErrnoStatus(errno, absl::StrCat("stat target_path '", path, "'"));
-  }
-  if (block) {
-    if (!S_ISREG(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("target_path '", path,
-                       "' exists and is not a regular file; a block volume is bound "
-                       "onto a file: give an absent path or an empty file"));
-    }
-    if (st.st_size != 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("target_path '", path,
-                       "' is a file with data; publishing would hide it: give an "
-                       "absent path or an empty file"));
-    }
-    return absl::OkStatus();
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("target_path '", path, "' exists and is not a directory"));
-  }
-  Dir dir(opendir(path.c_str()));
-  if (!dir) {
-    return ErrnoStatus(errno, absl::StrCat("list target_path '", path, "'"));
-  }
-  while (const dirent* entry = readdir(dir.get())) {
-    if (std::string_view(entry->d_name) != "." && std::string_view(entry->d_name) != "..") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "target_path '", path, "' is a directory that is not empty (it holds '", entry->d_name,
-          "'); publishing would hide its contents: give an empty or absent path"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl::Status s) {
   if (s.ok()) {
     Log().info("{} volume='{}' ok", rpc, volume_id);
@@ -148,7 +55,8 @@ NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
     : deps_(std::move(deps)),
       options_(std::move(options)),
       store_(RecordsDir()),
-      format_intents_(JoinPath(options_.state_dir, "format-intents")) {
+      health_(deps_.transport, deps_.mounter),
+      stager_(deps_, options_, store_) {
   if (!deps_.format) {
     deps_.format = [](const std::string& d, std::string_view fs) { return mounter::Format(d, fs); };
   }
@@ -162,144 +70,12 @@ NodeService::NodeService(NodeServiceDeps deps, NodeServiceOptions options)
   }
 }
 
-namespace {
-
-// "staged at '/p'", "half staged at '/p'" (a stage cut short), "being unstaged from '/p'".
-std::string DescribeRecord(const VolumeRecord& r) {
-  switch (r.phase()) {
-    case VolumeRecord::STAGED:
-      return absl::StrCat("staged at '", r.staging_path(), "'");
-    case VolumeRecord::UNSTAGING:
-      return absl::StrCat("being unstaged from '", r.staging_path(), "'");
-    default:
-      return absl::StrCat("half staged at '", r.staging_path(), "'");
-  }
-}
-
-}  // namespace
-
 std::string NodeService::RecordsDir() const {
   return JoinPath(options_.state_dir, "volumes");
 }
 
-std::string NodeService::SessionDir(const std::string& volume_id) const {
-  return JoinPath(JoinPath(options_.runtime_dir, "sessions"), Sha256Hex(volume_id).substr(0, 32));
-}
-
 std::vector<std::string> NodeService::ReservedDirs() const {
-  return {RecordsDir(), format_intents_.dir(), JoinPath(options_.runtime_dir, "sessions")};
-}
-
-absl::Status NodeService::CheckParentIsReal(const std::string& path, std::string_view field) const {
-  // The path must be what it says: no symlink in its parent may redirect the mount elsewhere.
-  const std::string parent = ParentDir(path);
-  std::array<char, PATH_MAX> resolved{};
-  if (realpath(parent.c_str(), resolved.data()) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " '", path,
-                                                   "': parent directory '", parent,
-                                                   "' does not exist; create it first"));
-  }
-  if (parent != resolved.data()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ToAbsl(field), " '", path, "' goes through a symbolic link (its parent resolves to '",
-        resolved.data(), "'); give the real path"));
-  }
-
-  struct stat st {};
-
-  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ToAbsl(field), " '", path, "' is a symbolic link; give the real path"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status NodeService::CheckNoOverlap(const std::string& volume_id,
-                                         const std::string& target) const {
-  auto overlaps = [&target](const std::string& path) {
-    return !path.empty() && (IsPathWithin(target, path) || IsPathWithin(path, target));
-  };
-  for (const VolumeRecord& other : store_.List()) {
-    // A mount inside a staging path makes that volume's unstage fail (EBUSY); one over it or
-    // over a publish would hide it.
-    if (overlaps(other.staging_path())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target_path '", target, "' overlaps the staging path '", other.staging_path(),
-          "' of volume '", other.volume_id(), "'; give a path outside it"));
-    }
-    for (const auto& p : other.publishes()) {
-      if (other.volume_id() == volume_id && p.target_path() == target) {
-        continue;  // This very publish (a repeat).
-      }
-      if (overlaps(p.target_path())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "target_path '", target, "' overlaps '", p.target_path(), "', where volume '",
-            other.volume_id(), "' is published; give a path outside it"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status NodeService::CheckStagingLive(const VolumeRecord& record) {
-  if (record.phase() != VolumeRecord::STAGED) {
-    return absl::FailedPreconditionError("its stage did not complete");
-  }
-  const iscsi::SessionHealth health = deps_.transport.Health(record.session());
-  if (!health.healthy) {
-    return absl::FailedPreconditionError(health.message);
-  }
-  if (record.block()) {
-    return absl::OkStatus();
-  }
-  SH_ASSIGN_OR_RETURN(auto m, deps_.mounter.Find(record.staging_path()));
-  if (!m.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("nothing is mounted at '", record.staging_path(),
-                     "' (the node rebooted or the mount was removed)"));
-  }
-  if (m->source != iscsi::DeviceOf(record.session())) {
-    return absl::FailedPreconditionError(absl::StrCat("'", record.staging_path(),
-                                                      "' holds a mount of '", m->source,
-                                                      "', not of this volume's device"));
-  }
-  return absl::OkStatus();
-}
-
-std::vector<std::string> NodeService::StillPublished(const VolumeRecord& record) const {
-  std::vector<std::string> still;
-  for (const auto& p : record.publishes()) {
-    auto m = deps_.mounter.Find(p.target_path());
-    if (!m.ok() || m->has_value()) {  // Unreadable mount state counts as mounted.
-      still.push_back(p.target_path());
-    }
-  }
-  return still;
-}
-
-bool NodeService::StagingHealthy(const VolumeRecord& record) {
-  return CheckStagingLive(record).ok();
-}
-
-absl::Status NodeService::TearDown(VolumeRecord& record) {
-  record.set_phase(VolumeRecord::UNSTAGING);
-  SH_RETURN_IF_ERROR(store_.Save(record));
-  if (!record.block() && !record.staging_path().empty()) {
-    auto m = deps_.mounter.Find(record.staging_path());
-    SH_RETURN_IF_ERROR(m.status());
-    if (m->has_value()) {
-      if (!iscsi::DeviceOf(record.session()).empty() &&
-          (*m)->source != iscsi::DeviceOf(record.session())) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("staging path '", record.staging_path(), "' holds a mount of '",
-                         (*m)->source, "', not of this volume's device '",
-                         iscsi::DeviceOf(record.session()), "'; refusing to unmount it"));
-      }
-      SH_RETURN_IF_ERROR(deps_.mounter.Unmount(record.staging_path()));
-    }
-  }
-  SH_RETURN_IF_ERROR(deps_.transport.Detach(record.session()));
-  return store_.Remove(record.volume_id());
+  return {RecordsDir(), stager_.FormatIntentsDir(), stager_.SessionsDir()};
 }
 
 // ----- NodeStageVolume -----
@@ -343,290 +119,29 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
           absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
                        "' with a different capability or volume_context"));
     }
-    if (same && StagingHealthy(rec)) {
+    if (same && health_.CheckStagingLive(rec).ok()) {
       return absl::OkStatus();  // Idempotent repeat.
     }
     // Never tear a staging down under its publishes: the bind mounts would stay on a dead
     // device, or a second session and loop device would mount the same filesystem twice (the
     // kubelet repeats NodeStageVolume, e.g. for every volume after its own restart, also while
     // a session reconnects after a target blip).
-    if (std::vector<std::string> still = StillPublished(rec); !still.empty()) {
+    if (std::vector<std::string> still = health_.StillPublished(rec); !still.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "volume '", req.volume_id(), "' is published at ", absl::StrJoin(still, ", "),
-          " but its staging is not usable (", CheckStagingLive(rec).message(),
+          " but its staging is not usable (", health_.CheckStagingLive(rec).message(),
           "); stagehand does not rebuild a staging under live publishes: unpublish them, then "
           "stage again"));
     }
     // Half-done (crash mid-stage), or staged but broken (session died, host rebooted) with no
     // publish left: undo what is left and stage again. The identity recorded last time must
     // still match.
-    iscsi::LunIdentity previous = iscsi::FromProto(rec.identity());
-    SH_RETURN_IF_ERROR(WithContext(TearDown(rec), "clean up the previous stage attempt"));
+    SH_RETURN_IF_ERROR(WithContext(stager_.TearDown(rec), "clean up the previous stage attempt"));
     VolumeRecord fresh;
     *fresh.mutable_identity() = rec.identity();
-    (void)previous;
-    return StageFresh(req, std::move(fresh), cap, *target);
+    return stager_.Stage(req, std::move(fresh), cap, *target);
   }
-  return StageFresh(req, VolumeRecord(), cap, *target);
-}
-
-absl::Status NodeService::StageFresh(const csi::v1::NodeStageVolumeRequest& req,
-                                     VolumeRecord record, const CapabilitySpec& cap,
-                                     const iscsi::TargetSpec& target) {
-  const iscsi::LunIdentity previous = iscsi::FromProto(record.identity());
-  record.set_volume_id(req.volume_id());
-  record.set_staging_path(req.staging_target_path());
-  record.set_block(cap.block);
-  record.set_fs_type(cap.fs_type);
-  record.set_access_mode(csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode));
-  record.clear_mount_flags();
-  for (const auto& f : cap.mount_flags) {
-    record.add_mount_flags(f);
-  }
-  record.clear_portals();
-  for (const auto& p : target.portals) {
-    iscsi::ToProto(p, record.add_portals());
-  }
-  record.set_iqn(target.iqn);
-  record.set_lun(target.lun);
-  record.mutable_volume_context()->insert(req.volume_context().begin(), req.volume_context().end());
-  record.set_phase(VolumeRecord::STAGING);
-  iscsi::AttachRequest attach;
-  attach.target = target;
-  attach.initiator_name = options_.initiator_name;
-  attach.runtime_dir = SessionDir(req.volume_id());
-  attach.volume_id = req.volume_id();
-  attach.read_only = cap.read_only_mode;
-  attach.replacement_timeout_seconds =
-      target.replacement_timeout_seconds.value_or(options_.replacement_timeout_seconds);
-  // The same LUN can hide behind another name or address of its portal, or another portal: the
-  // transport hands over the identity it read before it exposes the LUN, and the record claims
-  // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
-  bool vetoed = false;  // The attach refused the LUN and undid what it made.
-  attach.vet_identity = [&](const iscsi::LunIdentity& identity) -> absl::Status {
-    absl::Status s = VetIdentity(record, identity, previous, target);
-    vetoed = !s.ok();
-    return s;
-  };
-  deps_.transport.Prepare(attach, record.mutable_session());
-  {
-    std::lock_guard claim(claims_mu_);
-    // Counted under the lock that orders the saves of new records, so that concurrent stages
-    // cannot all pass the limit.
-    if (options_.max_volumes_per_node > 0 && previous.Empty()) {  // A re-stage was counted.
-      SH_ASSIGN_OR_RETURN(auto mine, store_.Load(record.volume_id()));
-      if (!mine.has_value() &&
-          static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
-        return absl::ResourceExhaustedError(absl::StrCat("this node already has ",
-                                                         options_.max_volumes_per_node,
-                                                         " volumes staged (the maximum)"));
-      }
-    }
-    SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
-    if (other) {
-      SH_RETURN_IF_ERROR(ForgetRefusedStage(record, previous));
-      return absl::FailedPreconditionError(absl::StrCat(
-          "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
-          other->volume_id(), "' (", DescribeRecord(*other),
-          "); one LUN cannot back two volumes: unstage the other volume first, or fix the "
-          "volume_context of this one"));
-    }
-    // Persist before any side effect (safety rule 3).
-    SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-  }
-  absl::Cleanup undo = [&] {
-    // A refused LUN: the attach undid what it made, and what is left on that LUN (a kernel
-    // session's disk) is not this volume's; a detach of this record, which does not know its
-    // device, could take it.
-    // A re-stage keeps the identity it staged before (ForgetRefusedStage after the teardown):
-    // the next retry must still find that very LUN, not whatever the number names now.
-    absl::Status s = vetoed ? ForgetRefusedStage(record, previous) : TearDown(record);
-    if (s.ok() && !vetoed && !previous.Empty()) {
-      s = ForgetRefusedStage(record, previous);
-    }
-    if (!s.ok()) {
-      Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
-    }
-  };
-
-  const auto started = std::chrono::steady_clock::now();
-  auto elapsed_ms = [&started] {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-        .count();
-  };
-  SH_ASSIGN_OR_RETURN(iscsi::Attachment a, deps_.transport.Attach(attach));
-  Log().debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
-              elapsed_ms());
-  *record.mutable_session() = a.session;
-  iscsi::ToProto(a.identity, record.mutable_identity());
-  record.set_capacity_bytes(a.capacity.Bytes());
-  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-  if (cap.block) {
-    // A block consumer owns the LUN's bytes: no format of ours is to be finished on it.
-    SH_RETURN_IF_ERROR(ForgetFormatIntent(record.volume_id()));
-  } else {
-    SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
-    Log().debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
-                elapsed_ms(), record.formatted_by_us());
-  }
-  record.set_phase(VolumeRecord::STAGED);
-  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-  std::move(undo).Cancel();
-  return absl::OkStatus();
-}
-
-absl::Status NodeService::ForgetRefusedStage(VolumeRecord& record,
-                                             const iscsi::LunIdentity& previous) {
-  if (previous.Empty()) {
-    return store_.Remove(record.volume_id());
-  }
-  iscsi::ToProto(previous, record.mutable_identity());
-  record.clear_session();
-  return WithContext(store_.Save(record), "persist volume record");
-}
-
-absl::Status NodeService::VetIdentity(VolumeRecord& record, const iscsi::LunIdentity& identity,
-                                      const iscsi::LunIdentity& previous,
-                                      const iscsi::TargetSpec& target) {
-  std::lock_guard claim(claims_mu_);
-  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, &identity));
-  if (other) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(identity),
-        ") is already used by volume '", other->volume_id(), "' (", DescribeRecord(*other),
-        "); one LUN cannot back two volumes. If these are different LUNs, give them unique "
-        "identities (WWN, serial) on the target"));
-  }
-  if (!previous.Empty()) {
-    // A re-stage must find the LUN it staged before: a reused LUN number must not hand this
-    // volume another application's disk.
-    SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, identity));
-  }
-  iscsi::ToProto(identity, record.mutable_identity());
-  // A crash before the attach returns leaves this prepared session record: its teardown then
-  // deletes only disks that still report this identity (kernel transport).
-  iscsi::ToProto(identity, record.mutable_session()->mutable_identity());
-  return WithContext(store_.Save(record), "persist volume record");
-}
-
-absl::StatusOr<std::optional<VolumeRecord>> NodeService::OtherVolumeOnLun(
-    const VolumeRecord& record, const iscsi::LunIdentity* identity) const {
-  std::vector<std::string> errors;
-  std::vector<VolumeRecord> records = store_.List(&errors);
-  if (!errors.empty()) {
-    // A record that cannot be read may be the one holding this LUN: fail closed.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot tell whether another volume uses this LUN: ", absl::StrJoin(errors, "; "),
-        "; repair or remove the record"));
-  }
-  for (VolumeRecord& other : records) {
-    if (other.volume_id() == record.volume_id()) {
-      continue;
-    }
-    if (identity != nullptr) {
-      const iscsi::LunIdentity theirs = iscsi::FromProto(other.identity());
-      if (!identity->Empty() && !theirs.Empty() && iscsi::CheckSameLun(theirs, *identity).ok()) {
-        return std::optional<VolumeRecord>(std::move(other));
-      }
-      continue;
-    }
-    if (other.iqn() != record.iqn() || other.lun() != record.lun()) {
-      continue;
-    }
-    for (const auto& mine : record.portals()) {
-      for (const auto& theirs : other.portals()) {
-        if (mine.port() == theirs.port() && iscsi::SameAddress(mine.host(), theirs.host())) {
-          return std::optional<VolumeRecord>(std::move(other));
-        }
-      }
-    }
-  }
-  return std::optional<VolumeRecord>();
-}
-
-absl::Status NodeService::RecordFormatIntent(const VolumeRecord& record,
-                                             const std::string& fs_type) {
-  if (iscsi::FromProto(record.identity()).Empty()) {
-    return absl::OkStatus();  // Without an identity, a later stage could not prove the same LUN.
-  }
-  VolumeRecord intent;
-  intent.set_volume_id(record.volume_id());
-  *intent.mutable_identity() = record.identity();
-  intent.set_fs_type(fs_type);
-  return WithContext(format_intents_.Save(intent), "record the format about to start");
-}
-
-absl::Status NodeService::ForgetFormatIntent(const std::string& volume_id) {
-  return WithContext(format_intents_.Remove(volume_id),
-                     "remove the record of a format in progress");
-}
-
-absl::StatusOr<bool> NodeService::InterruptedFormatIsOurs(const VolumeRecord& record,
-                                                          const std::string& fs_type) const {
-  SH_ASSIGN_OR_RETURN(auto intent, format_intents_.Load(record.volume_id()));
-  if (!intent.has_value() || intent->fs_type() != fs_type) {
-    return false;
-  }
-  const iscsi::LunIdentity started_on = iscsi::FromProto(intent->identity());
-  const iscsi::LunIdentity now = iscsi::FromProto(record.identity());
-  return !started_on.Empty() && !now.Empty() && iscsi::CheckSameLun(started_on, now).ok();
-}
-
-absl::Status NodeService::MountStaged(VolumeRecord& record, const std::string& device,
-                                      const CapabilitySpec& cap) {
-  auto step = std::chrono::steady_clock::now();
-  auto step_ms = [&step] {
-    const auto now = std::chrono::steady_clock::now();
-    const double ms = std::chrono::duration<double, std::milli>(now - step).count();
-    step = now;
-    return ms;
-  };
-  SH_ASSIGN_OR_RETURN(mounter::ProbeResult probe, deps_.probe.Probe(device));
-  Log().debug("stage volume='{}': probe of {} took {:.1f} ms", record.volume_id(), device,
-              step_ms());
-  absl::StatusOr<mounter::FormatAction> decision = mounter::DecideFormat(probe, cap.fs_type);
-  if (!decision.ok() && probe.kind == mounter::ProbeResult::Kind::kNotZeroed) {
-    // Data without any signature is what an mkfs cut short (kill -9, a crash) leaves: only the
-    // stage that started that format, on the same LUN, may finish it.
-    SH_ASSIGN_OR_RETURN(bool ours, InterruptedFormatIsOurs(record, cap.fs_type));
-    if (ours) {
-      Log().warn(
-          "stage volume='{}': finishing the {} format an earlier stage of this volume "
-          "started on this LUN",
-          record.volume_id(), cap.fs_type);
-      decision = mounter::FormatAction::kFormat;
-    }
-  }
-  SH_ASSIGN_OR_RETURN(mounter::FormatAction action, std::move(decision));
-  if (action == mounter::FormatAction::kFormat) {
-    if (cap.read_only_mode) {
-      return absl::FailedPreconditionError(
-          "the LUN is blank and the access mode is read-only; stage it read-write once to format "
-          "it");
-    }
-    SH_RETURN_IF_ERROR(RecordFormatIntent(record, cap.fs_type));
-    SH_RETURN_IF_ERROR(deps_.format(device, cap.fs_type));
-    record.set_formatted_by_us(true);
-  } else if (!cap.read_only_mode) {
-    SH_RETURN_IF_ERROR(deps_.check(device, cap.fs_type));
-  }
-  // The format is complete (or was never ours to finish: the LUN holds a filesystem now).
-  SH_RETURN_IF_ERROR(ForgetFormatIntent(record.volume_id()));
-  Log().debug("stage volume='{}': {} took {:.1f} ms", record.volume_id(),
-              record.formatted_by_us() ? "format" : "check", step_ms());
-  SH_RETURN_IF_ERROR(MakeDirs(record.staging_path(), 0750));
-  mounter::MountRequest m;
-  m.source = device;
-  m.target = record.staging_path();
-  m.fstype = cap.fs_type;
-  m.options = cap.mount_flags;
-  if (cap.read_only_mode) {
-    // A read-only mount still replays a dirty journal (it writes the LUN) unless told not to:
-    // a reader must not change what other readers, or a later writer, see.
-    m.options.push_back("ro");
-    m.options.push_back(cap.fs_type == "xfs" ? "norecovery" : "noload");
-  }
-  return deps_.mounter.Mount(m);
+  return stager_.Stage(req, VolumeRecord(), cap, *target);
 }
 
 // ----- NodeUnstageVolume -----
@@ -659,7 +174,7 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
                        req.volume_id(), "'; refusing to unmount what it did not mount"));
     }
     // Already unstaged. A format a failed stage of it left unfinished is not finished later.
-    return ForgetFormatIntent(req.volume_id());
+    return stager_.ForgetFormatIntent(req.volume_id());
   }
   VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
@@ -668,15 +183,15 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
                      "', not at '", req.staging_target_path(), "'"));
   }
   // Never unstage under a publish: a bind mount would keep using a dead device.
-  if (std::vector<std::string> still = StillPublished(rec); !still.empty()) {
+  if (std::vector<std::string> still = health_.StillPublished(rec); !still.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("volume '", req.volume_id(), "' is still published at ",
                      absl::StrJoin(still, ", "), "; unpublish it first"));
   }
-  SH_RETURN_IF_ERROR(TearDown(rec));
+  SH_RETURN_IF_ERROR(stager_.TearDown(rec));
   // Unstaged on purpose: a format this volume left unfinished is not finished later (data
   // without a signature that shows up on the LUN afterwards is never formatted).
-  return ForgetFormatIntent(req.volume_id());
+  return stager_.ForgetFormatIntent(req.volume_id());
 }
 
 // ----- NodePublishVolume -----
@@ -719,7 +234,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   }
   SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
-  SH_RETURN_IF_ERROR(CheckNoOverlap(req.volume_id(), req.target_path()));
+  SH_RETURN_IF_ERROR(CheckNoOverlap(store_.List(), req.volume_id(), req.target_path()));
   if (existing->phase() != VolumeRecord::STAGED) {
     return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(), "' is ",
                                                       DescribeRecord(*existing),
@@ -738,7 +253,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   }
   // Never bind an empty staging directory or a dead device into a consumer: what it writes
   // would land on the host's disk, or fail.
-  if (auto live = CheckStagingLive(rec); !live.ok()) {
+  if (auto live = health_.CheckStagingLive(rec); !live.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "volume '", req.volume_id(), "' is recorded as staged at '", rec.staging_path(), "' but ",
         live.message(), "; call NodeStageVolume again before publishing"));
@@ -791,13 +306,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   std::string source = rec.staging_path();
   if (cap.block) {
     source = iscsi::DeviceOf(rec.session());
-    if (!PathExists(req.target_path())) {
-      int fd = open(req.target_path().c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-      if (fd < 0) {
-        return ErrnoStatus(errno, absl::StrCat("create target file '", req.target_path(), "'"));
-      }
-      close(fd);
-    }
+    SH_RETURN_IF_ERROR(CreateBlockTarget(req.target_path()));
   } else {
     SH_RETURN_IF_ERROR(MakeDirs(req.target_path(), 0750));
   }
