@@ -61,7 +61,7 @@ std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) 
 }  // namespace
 
 bool CallCanceller::Add(grpc::ClientContext* context) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (cancelled_) {
     return false;
   }
@@ -70,12 +70,12 @@ bool CallCanceller::Add(grpc::ClientContext* context) {
 }
 
 void CallCanceller::Remove(grpc::ClientContext* context) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   live_.erase(context);
 }
 
 void CallCanceller::CancelAll() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   cancelled_ = true;
   for (grpc::ClientContext* context : live_) {
     context->TryCancel();
@@ -239,7 +239,7 @@ absl::StatusOr<std::shared_ptr<CsiNodeClient>> RegistryDriverDirectory::FindCsi(
     return absl::FailedPreconditionError(
         absl::StrCat("driver '", driver, "' is unhealthy: ", plugin->last_error()));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& client = clients_[driver];
   if (!client || client->endpoint() != plugin->endpoint()) {
     client = std::make_shared<CsiNodeClient>(driver, plugin->endpoint(), metrics_, canceller_);

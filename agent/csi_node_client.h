@@ -6,13 +6,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 
+#include "base/mutex.h"
 #include "reconciler/node_client.h"
 #include "registration/registry.h"
 
@@ -31,9 +31,9 @@ class CallCanceller {
   void CancelAll();
 
  private:
-  std::mutex mu_;
-  bool cancelled_ = false;
-  std::set<grpc::ClientContext*> live_;
+  Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> live_ ABSL_GUARDED_BY(mu_);
 };
 
 class CsiNodeClient final : public reconciler::NodeClient {
@@ -89,8 +89,9 @@ class RegistryDriverDirectory final : public reconciler::DriverDirectory {
   const registration::Registry& registry_;
   OperationMetrics* metrics_;
   std::shared_ptr<CallCanceller> canceller_ = std::make_shared<CallCanceller>();
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<CsiNodeClient>> clients_;  // By driver name.
+  Mutex mu_;
+  // By driver name.
+  std::map<std::string, std::shared_ptr<CsiNodeClient>> clients_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::agent

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
@@ -32,6 +31,7 @@
 #include "agent/version.h"
 #include "base/file_io.h"
 #include "base/log.h"
+#include "base/mutex.h"
 #include "base/paths.h"
 #include "base/unique_fd.h"
 #include "iscsi/kernel_transport.h"
@@ -156,8 +156,8 @@ class AgentDaemon final : public Daemon {
   // registrar's socket like any other plugin.
   registration::Registry registry_;
   std::unique_ptr<registration::RegistryFiles> registry_files_;
-  std::mutex poke_mu_;
-  reconciler::Reconciler* poke_target_ = nullptr;  // Guarded by poke_mu_.
+  Mutex poke_mu_;
+  reconciler::Reconciler* poke_target_ ABSL_GUARDED_BY(poke_mu_) = nullptr;
   std::unique_ptr<RegistrarRecord> registrar_record_;
   std::unique_ptr<registration::Registrar> registrar_;
   std::unique_ptr<registration::PluginWatcher> watcher_;
@@ -267,7 +267,7 @@ absl::Status AgentDaemon::StartRegistration() {
       if (auto s = registry_files_->Write(); !s.ok()) {
         Log().warn("cannot write the plugin registry files: {}", s);
       }
-      std::lock_guard lock(poke_mu_);
+      MutexLock lock(poke_mu_);
       if (poke_target_ != nullptr) {
         poke_target_->Poke();  // Volumes waiting for a driver may proceed.
       }
@@ -327,7 +327,7 @@ absl::Status AgentDaemon::StartReconciler() {
   SH_RETURN_IF_ERROR(In("reconciler", reconciler_->Start()));
   bridge_ = std::make_unique<ReconcilerBridge>(*reconciler_);
   {
-    std::lock_guard lock(poke_mu_);
+    MutexLock lock(poke_mu_);
     poke_target_ = reconciler_.get();
   }
   // A missing manifest directory is created only when no volume is managed yet; else it is
@@ -466,7 +466,7 @@ AgentDaemon::~AgentDaemon() {
   }
   manifests_.reset();
   {
-    std::lock_guard lock(poke_mu_);
+    MutexLock lock(poke_mu_);
     poke_target_ = nullptr;
   }
   reconciler_.reset();  // Waits for running operations.

@@ -202,13 +202,13 @@ void ManifestSource::HandleEvents() {
 }
 
 std::optional<std::string> ManifestSource::Problem() const {
-  std::lock_guard lock(problem_mu_);
+  MutexLock lock(problem_mu_);
   return problem_;
 }
 
 void ManifestSource::SetProblem(std::optional<std::string> problem) {
   {
-    std::lock_guard lock(problem_mu_);
+    MutexLock lock(problem_mu_);
     if (problem_ == problem) {
       return;
     }

@@ -10,12 +10,12 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "base/dir_watch.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "reconciler/volume_spec.h"
 
@@ -118,8 +118,8 @@ class ManifestSource {
   // The directory was missing at start (with volumes to keep) or went away with files in it:
   // an empty listing does not count as complete until a manifest appears. Thread only.
   bool hold_if_empty_ = false;
-  mutable std::mutex problem_mu_;
-  std::optional<std::string> problem_;  // Guarded by problem_mu_.
+  mutable Mutex problem_mu_;
+  std::optional<std::string> problem_ ABSL_GUARDED_BY(problem_mu_);
   std::jthread thread_;
 };
 

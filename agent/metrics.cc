@@ -17,6 +17,7 @@
 #include "agent/csi_node_client.h"
 #include "base/file_io.h"
 #include "base/log.h"
+#include "base/mutex.h"
 #include "base/paths.h"
 #include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
@@ -159,7 +160,7 @@ AgentCollectable::AgentCollectable(const reconciler::Reconciler* reconciler,
     : reconciler_(reconciler), registry_(registry), sessions_dir_(std::move(sessions_dir)) {}
 
 void AgentCollectable::SetVolumeStats(std::vector<VolumeStatsSample> samples) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   stats_ = std::move(samples);
 }
 
@@ -262,7 +263,7 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   out.push_back(std::move(mismatches));
 
   // Volume stats, named like the kubelet's.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
 
   struct Field {
     const char* name;
@@ -310,14 +311,14 @@ StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconcil
   loop_ = std::jthread([this](const std::stop_token& token) {
     std::mt19937_64 random(std::random_device{}());
     std::uniform_real_distribution<double> jitter(0.9, 1.1);
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable_any cv;
     // The first round soon after start, then every period.
     auto delay = std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
     while (!token.stop_requested()) {
       {
-        std::unique_lock lock(mu);
-        cv.wait_for(lock, token, delay, [] { return false; });
+        MutexLock lock(mu);
+        cv.wait_for(mu, token, delay, [] { return false; });
       }
       if (token.stop_requested()) {
         return;

@@ -23,12 +23,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace prometheus {
@@ -95,8 +95,8 @@ class AgentCollectable final : public prometheus::Collectable {
   const reconciler::Reconciler* reconciler_;
   const registration::Registry* registry_;
   std::string sessions_dir_;
-  mutable std::mutex mu_;
-  std::vector<VolumeStatsSample> stats_;
+  mutable Mutex mu_;
+  std::vector<VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
 };
 
 // Calls NodeGetVolumeStats for every published target every `period` (±10 % jitter), at most

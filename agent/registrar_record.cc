@@ -17,7 +17,7 @@ spdlog::logger& Log() {
 }  // namespace
 
 state::v1::RegistrarState RegistrarRecord::Get() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 
@@ -30,7 +30,7 @@ void RegistrarRecord::Record(const registration::RegistrarStatus& status, bool i
   record.set_last_error(status.last_error);
   record.set_rejections(status.rejections);
   // The file is written under the lock too, so that it never goes back to an older state.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (initial && recorded_) {
     return;
   }

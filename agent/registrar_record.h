@@ -4,9 +4,9 @@
 // built-in driver's registrar: kept for the agent API and /readyz, and written to a file
 // (<state-dir>/registrar.json) for operators. Thread-safe.
 
-#include <mutex>
 #include <string>
 
+#include "base/mutex.h"
 #include "proto/state.pb.h"
 #include "registration/registrar.h"
 
@@ -32,9 +32,9 @@ class RegistrarRecord {
 
   const std::string file_;
   const std::string endpoint_;
-  mutable std::mutex mu_;
-  state::v1::RegistrarState state_;  // Guarded by mu_.
-  bool recorded_ = false;            // Guarded by mu_.
+  mutable Mutex mu_;
+  state::v1::RegistrarState state_ ABSL_GUARDED_BY(mu_);
+  bool recorded_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stagehand::agent

@@ -3,13 +3,14 @@
 // At most one CSI operation per volume at a time (CSI spec: "SHOULD return ABORTED when an
 // operation is pending for the volume"). Thread-safe.
 
-#include <mutex>
 #include <set>
 #include <string>
 
 #include <absl/base/thread_annotations.h>
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
+
+#include "base/mutex.h"
 
 namespace stagehand::agent {
 
@@ -19,7 +20,7 @@ class VolumeLocks {
   class Guard {
    public:
     Guard(VolumeLocks& locks, std::string id) : locks_(locks), id_(std::move(id)) {
-      std::lock_guard lock(locks_.mu_);
+      MutexLock lock(locks_.mu_);
       held_ = locks_.busy_.insert(id_).second;
     }
 
@@ -28,7 +29,7 @@ class VolumeLocks {
 
     ~Guard() {
       if (held_) {
-        std::lock_guard lock(locks_.mu_);
+        MutexLock lock(locks_.mu_);
         locks_.busy_.erase(id_);
       }
     }
@@ -48,7 +49,7 @@ class VolumeLocks {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::set<std::string> busy_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -85,7 +85,7 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, Vol
   };
   deps_.transport.Prepare(attach, record.mutable_session());
   {
-    std::lock_guard claim(claims_mu_);
+    MutexLock claim(claims_mu_);
     // Counted under the lock that orders the saves of new records, so that concurrent stages
     // cannot all pass the limit.
     if (options_.max_volumes_per_node > 0 && previous.Empty()) {  // A re-stage was counted.
@@ -163,7 +163,7 @@ absl::Status VolumeStager::ForgetRefusedStage(VolumeRecord& record,
 absl::Status VolumeStager::VetIdentity(VolumeRecord& record, const iscsi::LunIdentity& identity,
                                        const iscsi::LunIdentity& previous,
                                        const iscsi::TargetSpec& target) {
-  std::lock_guard claim(claims_mu_);
+  MutexLock claim(claims_mu_);
   SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, &identity));
   if (other) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -9,12 +9,12 @@
 // Callers hold the volume's lock (VolumeLocks): one operation per volume. Stages of different
 // volumes may run at once; their LUN claims are serialised here.
 
-#include <mutex>
 #include <string>
 
 #include "agent/csi_validation.h"
 #include "agent/node_options.h"
 #include "agent/volume_store.h"
+#include "base/mutex.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
 #include "proto/csi.pb.h"
@@ -61,9 +61,10 @@ class VolumeStager {
   absl::StatusOr<bool> InterruptedFormatIsOurs(const state::v1::VolumeRecord& record,
                                                const std::string& fs_type) const;
   // FindVolumeOnLun over every record; FailedPrecondition when a record cannot be read (it
-  // might be the one). REQUIRES: claims_mu_ held.
+  // might be the one).
   absl::StatusOr<std::optional<state::v1::VolumeRecord>> OtherVolumeOnLun(
-      const state::v1::VolumeRecord& record, const iscsi::LunIdentity* identity) const;
+      const state::v1::VolumeRecord& record, const iscsi::LunIdentity* identity) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(claims_mu_);
   // A stage refused its LUN with nothing of it attached: a first stage leaves no record; a
   // re-stage (its old attempt is torn down already) keeps its record, session cleared, with the
   // identity it staged before, so that a retry fails closed again instead of staging the LUN
@@ -82,7 +83,7 @@ class VolumeStager {
   VolumeStore format_intents_;  // <state>/format-intents: formats started and not finished.
   // Held from the check that no other volume uses a LUN until the record claiming it is saved,
   // so that two volumes staged at once cannot both claim it.
-  std::mutex claims_mu_;
+  Mutex claims_mu_;
 };
 
 }  // namespace stagehand::agent

@@ -284,7 +284,7 @@ void KernelTransport::Prepare(const AttachRequest& request, state::v1::SessionRe
 }
 
 absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
   const TargetSpec& target = request.target;
   const bool multipath = target.portals.size() > 1;
@@ -365,7 +365,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
 }
 
 absl::Status KernelTransport::Detach(const state::v1::SessionRecord& session) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
   return DetachLocked(session, *watch);
 }
@@ -543,7 +543,7 @@ absl::Status KernelTransport::DetachLocked(const state::v1::SessionRecord& sessi
 }
 
 absl::StatusOr<uint64_t> KernelTransport::RefreshCapacity(const state::v1::SessionRecord& session) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Every path must be up: multipathd sizes the map from its first path, and a map larger than
   // a dead path's stale size cannot be loaded. Grow when the paths are back.
   std::vector<std::string> disks;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/mutex.h"
 #include "iscsi/device_watch.h"
 #include "iscsi/iscsiadm.h"
 #include "iscsi/kernel_sysfs.h"
@@ -70,7 +71,7 @@ class KernelTransport : public Transport {
   KernelSysfs sysfs_;
   // Serialises attach, detach and capacity refresh: logins, scans and the last-LUN-out logout
   // of a shared session must not interleave.
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 // OK when this host can use the kernel transport: the kernel has the iSCSI initiator

@@ -59,19 +59,21 @@ Reconciler::Reconciler(ReconcilerOptions options, DriverDirectory& drivers, Actu
 
 Reconciler::~Reconciler() {
   loop_.request_stop();
+  std::vector<std::jthread> workers;
   {
-    std::lock_guard lock(mu_);
-    stopping_ = true;  // From here on workers_ does not change.
+    MutexLock lock(mu_);
+    stopping_ = true;  // From here on no worker starts.
     for (auto& w : workers_) {
       w.request_stop();
     }
+    workers.swap(workers_);
     cv_.notify_all();
     work_cv_.notify_all();
   }
   if (loop_.joinable()) {
     loop_.join();
   }
-  workers_.clear();  // Joins; a running CSI call finishes (bounded by the call timeout).
+  workers.clear();  // Joins; a running CSI call finishes (bounded by the call timeout).
 }
 
 absl::Status Reconciler::Start() {
@@ -84,7 +86,7 @@ absl::Status Reconciler::Start() {
   int adopted = 0;
   int repair = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     store_errors_ = errors;
     for (auto& record : records) {
       bool intact = true;
@@ -125,7 +127,7 @@ absl::Status Reconciler::Start() {
 }
 
 void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto other = file_of_name_.find(spec.name);
       other != file_of_name_.end() && other->second != file) {
     manifest_errors_[file] =
@@ -178,14 +180,14 @@ void Reconciler::Declare(const std::string& file, VolumeSpec spec) {
 }
 
 void Reconciler::ReportManifestError(const std::string& file, const std::string& error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   manifest_errors_[file] = error;
   MarkAllDirty();  // Rare; the volume of a file without a good spec is found by its record.
   Changed();
 }
 
 void Reconciler::RemoveManifest(const std::string& file) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   manifest_errors_.erase(file);
   MarkAllDirty();  // A file that was only broken protected a volume known by its record.
   if (auto it = name_of_file_.find(file); it != name_of_file_.end()) {
@@ -209,7 +211,7 @@ void Reconciler::RecordManifestFile(const std::string& name, Entry& entry,
 }
 
 void Reconciler::RenameManifest(const std::string& from, const std::string& to) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // What `to` declared before it was replaced goes, as if removed.
   if (auto it = name_of_file_.find(to); it != name_of_file_.end()) {
     desired_.erase(it->second);
@@ -234,14 +236,14 @@ void Reconciler::RenameManifest(const std::string& from, const std::string& to) 
 }
 
 void Reconciler::DesiredComplete() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   desired_complete_ = true;
   MarkAllDirty();
   Changed();
 }
 
 void Reconciler::ReportCondition(const std::string& name, const std::string& abnormal) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end() || it->second.condition == abnormal) {
     return;
@@ -251,7 +253,7 @@ void Reconciler::ReportCondition(const std::string& name, const std::string& abn
 }
 
 void Reconciler::Poke() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   MarkAllDirty();
   Changed();
 }
@@ -280,7 +282,7 @@ Reconciler::Entry& Reconciler::EntryFor(const std::string& name) {
 }
 
 void Reconciler::Loop(const std::stop_token& token) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!token.stop_requested()) {
     if (clock_.Now() >= next_resync_) {
       VerifyMounts();
@@ -299,7 +301,7 @@ void Reconciler::Loop(const std::stop_token& token) {
       until = timers_.begin()->first;
     }
     const auto delay = std::max(until - clock_.Now(), Clock::TimePoint::duration::zero());
-    cv_.wait_for(lock, token, delay, [this] { return dirty_; });
+    cv_.wait_for(mu_, token, delay, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return dirty_; });
   }
 }
 
@@ -463,19 +465,20 @@ void Reconciler::VerifyMounts() {
 }
 
 void Reconciler::Work(const std::stop_token& token) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (true) {
     ++idle_workers_;
-    work_cv_.wait(lock, token, [this] { return !tasks_.empty(); });
+    work_cv_.wait(mu_, token,
+                  [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty(); });
     --idle_workers_;
     if (token.stop_requested()) {
       return;
     }
     Task task = std::move(tasks_.front());
     tasks_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Result result = Execute(task);
-    lock.lock();
+    lock.Lock();
     Entry& entry = EntryFor(task.name);
     entry.in_flight = false;
     MarkDirty(task.name);
@@ -740,7 +743,7 @@ VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) c
 }
 
 ReconcilerStatus Reconciler::Status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ReconcilerStatus status;
   status.generation = generation_;
   status.ready = ready_;
@@ -765,15 +768,17 @@ ReconcilerStatus Reconciler::Status() const {
 }
 
 uint64_t Reconciler::Generation() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return generation_;
 }
 
 ReconcilerStatus Reconciler::WaitForChange(uint64_t generation,
                                            std::chrono::milliseconds timeout) const {
   {
-    std::unique_lock lock(mu_);
-    changed_cv_.wait_for(lock, timeout, [&] { return generation_ > generation; });
+    MutexLock lock(mu_);
+    changed_cv_.wait_for(mu_, timeout, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return generation_ > generation;
+    });
   }
   return Status();
 }

@@ -36,6 +36,7 @@
 
 #include "base/backoff.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "reconciler/actual_state.h"
 #include "reconciler/node_client.h"
 #include "reconciler/plan.h"
@@ -151,25 +152,28 @@ class Reconciler {
     absl::Status status;
   };
 
-  void Loop(const std::stop_token& token);
-  void Work(const std::stop_token& token);
-  // REQUIRES: mu_ held. Plans the volumes marked dirty (all of them after Poke, resync or
-  // DesiredComplete) and those whose backoff has passed.
-  void PlanDirty();
-  void PlanOne(const std::string& name, Entry& entry);
-  void MarkDirty(const std::string& name);  // REQUIRES: mu_ held.
-  void MarkAllDirty();                      // REQUIRES: mu_ held.
-  void VerifyMounts();                      // REQUIRES: mu_ held.
-  Result Execute(Task& task);
-  Result Stage(Task& task);
-  Result Publish(Task& task);
-  Result Unpublish(Task& task);
-  Result Unstage(Task& task);
-  Entry& EntryFor(const std::string& name);  // REQUIRES: mu_ held.
-  // Persists `file` as the volume's manifest file when it changed. REQUIRES: mu_ held.
-  void RecordManifestFile(const std::string& name, Entry& entry, const std::string& file);
-  void Changed();                                                            // REQUIRES: mu_ held.
-  VolumeStatus StatusOf(const std::string& name, const Entry* entry) const;  // REQUIRES: mu_.
+  void Loop(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
+  void Work(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
+  // Plans the volumes marked dirty (all of them after Poke, resync or DesiredComplete) and
+  // those whose backoff has passed.
+  void PlanDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PlanOne(const std::string& name, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDirty(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkAllDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void VerifyMounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The operations run without the lock (workers).
+  Result Execute(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  Result Stage(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  Result Publish(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  Result Unpublish(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  Result Unstage(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  Entry& EntryFor(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Persists `file` as the volume's manifest file when it changed.
+  void RecordManifestFile(const std::string& name, Entry& entry, const std::string& file)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  VolumeStatus StatusOf(const std::string& name, const Entry* entry) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ReconcilerOptions options_;
   DriverDirectory& drivers_;
@@ -178,33 +182,36 @@ class Reconciler {
   const Clock& clock_;
   std::atomic<uint64_t> node_calls_{0};
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::condition_variable_any cv_;          // Loop wake-ups.
   mutable std::condition_variable_any changed_cv_;  // Status watchers.
   mutable std::condition_variable_any work_cv_;     // Workers.
-  bool dirty_ = true;
-  bool plan_all_ = true;
-  std::set<std::string> dirty_names_;
-  std::multimap<Clock::TimePoint, std::string> timers_;  // Backoff expiries.
+  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  bool plan_all_ ABSL_GUARDED_BY(mu_) = true;
+  std::set<std::string> dirty_names_ ABSL_GUARDED_BY(mu_);
+  std::multimap<Clock::TimePoint, std::string> timers_ ABSL_GUARDED_BY(mu_);  // Backoff expiries.
   // Staging path -> the volume waiting for another volume's record of it to go.
-  std::map<std::string, std::string> waiting_on_staging_;
-  bool desired_complete_ = false;
-  bool ready_ = false;
-  uint64_t generation_ = 1;
-  std::map<std::string, Entry> entries_;                // By volume name.
-  std::map<std::string, VolumeSpec> desired_;           // By volume name.
-  std::map<std::string, std::string> file_of_name_;     // Volume name -> manifest file.
-  std::map<std::string, std::string> name_of_file_;     // Manifest file -> volume name.
-  std::map<std::string, std::string> manifest_errors_;  // Manifest file -> error.
-  std::vector<std::string> store_errors_;
-  std::deque<Task> tasks_;
-  Clock::TimePoint next_resync_;
+  std::map<std::string, std::string> waiting_on_staging_ ABSL_GUARDED_BY(mu_);
+  bool desired_complete_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);       // By volume name.
+  std::map<std::string, VolumeSpec> desired_ ABSL_GUARDED_BY(mu_);  // By volume name.
+  std::map<std::string, std::string> file_of_name_
+      ABSL_GUARDED_BY(mu_);  // Volume name -> manifest file.
+  std::map<std::string, std::string> name_of_file_
+      ABSL_GUARDED_BY(mu_);  // Manifest file -> volume name.
+  std::map<std::string, std::string> manifest_errors_
+      ABSL_GUARDED_BY(mu_);  // Manifest file -> error.
+  std::vector<std::string> store_errors_ ABSL_GUARDED_BY(mu_);
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  Clock::TimePoint next_resync_ ABSL_GUARDED_BY(mu_);
 
   // Workers start when tasks outnumber the idle ones, up to max_parallel, and then stay: an
-  // agent with nothing to do has none. Both guarded by mu_; no worker starts once stopping_.
-  std::vector<std::jthread> workers_;
-  size_t idle_workers_ = 0;
-  bool stopping_ = false;
+  // agent with nothing to do has none. No worker starts once stopping_.
+  std::vector<std::jthread> workers_ ABSL_GUARDED_BY(mu_);
+  size_t idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::jthread loop_;
 };
 

@@ -8,7 +8,6 @@
 #include <array>
 #include <cerrno>
 #include <condition_variable>
-#include <mutex>
 
 #include <absl/strings/str_cat.h>
 #include <absl/time/clock.h>
@@ -17,6 +16,7 @@
 
 #include "base/file_io.h"
 #include "base/log.h"
+#include "base/mutex.h"
 #include "base/paths.h"
 #include "base/time_format.h"
 #include "base/unix_socket.h"
@@ -96,8 +96,8 @@ class SocketWorker {
  private:
   // Waits `delay` or until stopped; false when stopped.
   bool Wait(const std::stop_token& token, std::chrono::milliseconds delay) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, token, delay, [] { return false; });
+    MutexLock lock(mu_);
+    cv_.wait_for(mu_, token, delay, [] { return false; });
     return !token.stop_requested();
   }
 
@@ -189,7 +189,7 @@ class SocketWorker {
   Registry& registry_;
   RetrySchedule schedule_;
   std::string last_error_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable_any cv_;
 };
 

@@ -100,7 +100,7 @@ Registrar::~Registrar() {
 }
 
 RegistrarStatus Registrar::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return status_;
 }
 
@@ -123,7 +123,7 @@ void Registrar::OnStatus(bool registered, const std::string& error) {
 }
 
 void Registrar::RecordStatus(bool registered, const std::string& error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   status_.notified = true;
   status_.registered = registered;
   if (registered) {
@@ -151,16 +151,16 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
 }
 
 void Registrar::Recreate(const std::stop_token& token) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!token.stop_requested()) {
-    cv_.wait(lock, token, [this] { return recreate_pending_; });
+    cv_.wait(mu_, token, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return recreate_pending_; });
     if (token.stop_requested()) {
       return;
     }
     // Wait out the backoff; a success meanwhile cancels the re-creation.
     const auto when = schedule_.next_attempt();
-    cv_.wait_for(lock, token, when - std::chrono::steady_clock::now(),
-                 [this] { return !recreate_pending_; });
+    cv_.wait_for(mu_, token, when - std::chrono::steady_clock::now(),
+                 [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !recreate_pending_; });
     if (token.stop_requested()) {
       return;
     }
@@ -170,7 +170,7 @@ void Registrar::Recreate(const std::stop_token& token) {
     }
     recreate_pending_ = false;
     status_.notified = false;
-    lock.unlock();
+    lock.Unlock();
     // Shut down outside the lock: in-flight handlers take it.
     if (server_) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -178,7 +178,7 @@ void Registrar::Recreate(const std::stop_token& token) {
       server_.reset();
     }
     const absl::Status served = Serve();
-    lock.lock();
+    lock.Lock();
     if (!served.ok()) {
       Log().error("driver '{}': {}; trying again", options_.driver_name, served);
       (void)schedule_.Failed();

@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +20,7 @@
 
 #include "base/backoff.h"
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace stagehand::registration {
@@ -79,11 +79,11 @@ class Registrar {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;  // Recreate thread only, after Start.
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable_any cv_;
-  RegistrarStatus status_;         // Guarded by mu_.
-  bool recreate_pending_ = false;  // Guarded by mu_.
-  RetrySchedule schedule_;         // Guarded by mu_.
+  RegistrarStatus status_ ABSL_GUARDED_BY(mu_);
+  bool recreate_pending_ ABSL_GUARDED_BY(mu_) = false;
+  RetrySchedule schedule_ ABSL_GUARDED_BY(mu_);
   std::jthread recreator_;
 };
 

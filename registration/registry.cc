@@ -6,7 +6,7 @@ namespace stagehand::registration {
 
 absl::Status Registry::Add(RegisteredPlugin plugin, const std::stop_token& token) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (token.stop_requested()) {
       return absl::CancelledError(
           absl::StrCat("registration socket '", plugin.socket_path(), "' went away"));
@@ -37,7 +37,7 @@ std::optional<RegisteredPlugin> Registry::RemoveBySocket(const std::string& sock
   std::optional<RegisteredPlugin> removed;
   bool changed = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     changed = attempts_.erase(socket_path) > 0;
     for (auto it = plugins_.begin(); it != plugins_.end(); ++it) {
       if (it->second.socket_path() == socket_path) {
@@ -58,7 +58,7 @@ absl::StatusOr<bool> Registry::SetHealth(const std::string& socket_path, bool he
                                          const std::string& error, const std::stop_token& token) {
   bool changed = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (token.stop_requested()) {
       return absl::CancelledError("registration socket removed");
     }
@@ -85,7 +85,7 @@ absl::StatusOr<bool> Registry::SetHealth(const std::string& socket_path, bool he
 
 void Registry::RecordFailure(RegistrationAttempt attempt, const std::stop_token& token) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (token.stop_requested()) {
       return;
     }
@@ -95,7 +95,7 @@ void Registry::RecordFailure(RegistrationAttempt attempt, const std::stop_token&
 }
 
 std::optional<RegisteredPlugin> Registry::Find(const std::string& name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = plugins_.find(name);
   if (it == plugins_.end()) {
     return std::nullopt;
@@ -104,7 +104,7 @@ std::optional<RegisteredPlugin> Registry::Find(const std::string& name) const {
 }
 
 std::vector<RegisteredPlugin> Registry::List() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<RegisteredPlugin> out;
   out.reserve(plugins_.size());
   for (const auto& [name, plugin] : plugins_) {
@@ -114,7 +114,7 @@ std::vector<RegisteredPlugin> Registry::List() const {
 }
 
 state::v1::PluginRegistryStatus Registry::Snapshot() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state::v1::PluginRegistryStatus status;
   for (const auto& [name, plugin] : plugins_) {
     *status.add_plugins() = plugin;

@@ -5,12 +5,12 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "proto/state.pb.h"
 
@@ -58,9 +58,9 @@ class Registry {
  private:
   void Notify() const;
 
-  mutable std::mutex mu_;
-  std::map<std::string, RegisteredPlugin> plugins_;      // By name.
-  std::map<std::string, RegistrationAttempt> attempts_;  // By socket path.
+  mutable Mutex mu_;
+  std::map<std::string, RegisteredPlugin> plugins_ ABSL_GUARDED_BY(mu_);      // By name.
+  std::map<std::string, RegistrationAttempt> attempts_ ABSL_GUARDED_BY(mu_);  // By socket.
   Listener listener_;
 };
 

@@ -47,7 +47,7 @@ std::string RegistryFiles::csinode_path() const {
 }
 
 absl::Status RegistryFiles::Write() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // The snapshot is taken under our lock, so the last writer also wrote the newest state.
   const state::v1::PluginRegistryStatus status = registry_.Snapshot();
   SH_RETURN_IF_ERROR(WriteJsonFile(plugins_path(), status));

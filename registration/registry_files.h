@@ -8,11 +8,11 @@
 
 #include <sys/types.h>
 
-#include <mutex>
 #include <string>
 
 #include <google/protobuf/message.h>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "registration/registry.h"
 
@@ -33,7 +33,7 @@ class RegistryFiles {
   std::string state_dir_;
   std::string node_name_;
   const Registry& registry_;
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 // Writes `message` as indented JSON (every field, defaults too) to `path`, atomically.

@@ -1,11 +1,11 @@
 #include "systemd/unit_manager.h"
 
-#include <mutex>
 #include <utility>
 
 #include <absl/strings/str_cat.h>
 #include <sdbus-c++/sdbus-c++.h>
 
+#include "base/mutex.h"
 #include "base/unix_socket.h"
 
 namespace stagehand::systemd {
@@ -70,7 +70,7 @@ class DbusUnitManager final : public UnitManager {
   explicit DbusUnitManager(UnitManagerOptions options) : options_(std::move(options)) {}
 
   absl::Status Connect() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return ConnectLocked();
   }
 
@@ -78,7 +78,7 @@ class DbusUnitManager final : public UnitManager {
     if (service.argv.empty() || service.name.empty()) {
       return absl::InvalidArgumentError("a transient service needs a command and a name");
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     absl::Status status = StartLocked(service);
     if (!status.ok() && status.code() == absl::StatusCode::kUnavailable) {
       // The bus connection may have gone stale (dbus or systemd restarted): connect once more.
@@ -90,13 +90,12 @@ class DbusUnitManager final : public UnitManager {
   }
 
   std::string Version() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return version_;
   }
 
  private:
-  // REQUIRES: mu_ held.
-  absl::Status ConnectLocked() {
+  absl::Status ConnectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     proxy_.reset();
     connection_.reset();
     if (auto reachable = CheckBusSocket(options_.bus_address); !reachable.ok()) {
@@ -116,8 +115,7 @@ class DbusUnitManager final : public UnitManager {
     return absl::OkStatus();
   }
 
-  // REQUIRES: mu_ held.
-  void Call(const std::string& method, const std::string& unit) {
+  void Call(const std::string& method, const std::string& unit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     proxy_->callMethod(method)
         .onInterface(kManager)
         .withTimeout(std::chrono::microseconds(options_.call_timeout))
@@ -125,8 +123,7 @@ class DbusUnitManager final : public UnitManager {
         .storeResultsTo();
   }
 
-  // REQUIRES: mu_ held.
-  absl::Status StartLocked(const TransientService& service) {
+  absl::Status StartLocked(const TransientService& service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!proxy_) {
       return absl::UnavailableError(
           absl::StrCat("not connected to systemd on ", options_.bus_address));
@@ -161,10 +158,10 @@ class DbusUnitManager final : public UnitManager {
   }
 
   const UnitManagerOptions options_;
-  mutable std::mutex mu_;
-  std::unique_ptr<sdbus::IConnection> connection_;  // Guarded by mu_.
-  std::unique_ptr<sdbus::IProxy> proxy_;            // Guarded by mu_.
-  std::string version_;                             // Guarded by mu_.
+  mutable Mutex mu_;
+  std::unique_ptr<sdbus::IConnection> connection_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<sdbus::IProxy> proxy_ ABSL_GUARDED_BY(mu_);
+  std::string version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
