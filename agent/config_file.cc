@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
@@ -20,7 +21,7 @@ std::vector<std::string> SplitEmptyAssignments(int argc, const char* const* argv
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (i > 0 && a.size() > 3 && a.rfind("--", 0) == 0 && a.find('=') == a.size() - 1) {
+    if (i > 0 && a.size() > 3 && absl::StartsWith(a, "--") && a.find('=') == a.size() - 1) {
       out.push_back(a.substr(0, a.size() - 1));
       out.emplace_back();
     } else {
@@ -94,7 +95,7 @@ std::vector<CLI::ConfigItem> YamlConfig::from_config(std::istream& input) const 
   for (const auto& entry : root) {
     const YAML::Node key = entry.first;
     const YAML::Node value = entry.second;
-    const std::string name = key.Scalar();
+    const std::string& name = key.Scalar();
     if (!known_.contains(name)) {
       throw CLI::ConfigError(absl::StrCat(Where(key), ": unknown key '", name,
                                           "'; the keys are the flags of `stagehand --help` "

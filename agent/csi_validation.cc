@@ -1,5 +1,6 @@
 #include "agent/csi_validation.h"
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 
 #include "base/paths.h"
@@ -45,8 +46,8 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
                                                      "' is not supported; use ext4 or xfs"));
     }
     for (const auto& flag : mount.mount_flags()) {
-      if (flag.empty() || flag.find(',') != std::string::npos || flag == "bind" ||
-          flag == "rbind" || flag == "remount" || flag == "move") {
+      if (flag.empty() || absl::StrContains(flag, ',') || flag == "bind" || flag == "rbind" ||
+          flag == "remount" || flag == "move") {
         return absl::InvalidArgumentError(
             absl::StrCat("mount flag '", flag,
                          "' is not allowed; give one option per entry and no bind/remount/move"));

@@ -113,6 +113,8 @@ class AgentDaemon final : public Daemon {
   explicit AgentDaemon(DaemonOptions options)
       : options_(std::move(options)), csi_socket_(CsiSocketPath(options_)) {}
 
+  AgentDaemon(const AgentDaemon&) = delete;
+  AgentDaemon& operator=(const AgentDaemon&) = delete;
   ~AgentDaemon() override;
 
   // Every startup step; on error the destructor stops what was started.
@@ -446,7 +448,7 @@ absl::Status AgentDaemon::Run() {
   }
   notifier.Notify("STOPPING=1");
   Log().info("received signal {}, shutting down (volumes stay staged and published)",
-             strsignal(sig));
+             sigdescr_np(sig));
   return absl::OkStatus();
 }
 

@@ -113,7 +113,7 @@ class Parser {
       if (!key.IsScalar()) {
         return Error(key, absl::StrCat("keys ", ToAbsl(where), " must be strings"));
       }
-      const std::string name = key.Scalar();
+      const std::string& name = key.Scalar();
       if (allowed.size() > 0 && std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         return Error(key, absl::StrCat("unknown key '", name, "' ", ToAbsl(where),
                                        "; allowed keys: ", Quoted(allowed)));
@@ -296,12 +296,12 @@ absl::StatusOr<std::vector<PublishTarget>> Parser::ParsePublish(const Entry& e,
 
 absl::StatusOr<VolumeSpec> Parser::Volume(const YAML::Node& root) const {
   constexpr std::string_view kWhere = "at the top level";
-  const Keys kTopKeys = {"name",          "driver",         "volumeHandle", "capability",
+  const Keys top_keys = {"name",          "driver",         "volumeHandle", "capability",
                          "volumeContext", "publishContext", "secretsFile",  "publish"};
   if (!root.IsMap()) {
-    return Error(root, absl::StrCat("a manifest must be a map with the keys ", Quoted(kTopKeys)));
+    return Error(root, absl::StrCat("a manifest must be a map with the keys ", Quoted(top_keys)));
   }
-  SH_ASSIGN_OR_RETURN(Fields fields, Map(root, kWhere, kTopKeys));
+  SH_ASSIGN_OR_RETURN(Fields fields, Map(root, kWhere, top_keys));
   VolumeSpec spec;
   SH_ASSIGN_OR_RETURN(spec.name, Required(fields, root, "name", kWhere));
   if (!IsValidVolumeName(spec.name)) {

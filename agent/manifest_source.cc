@@ -176,6 +176,8 @@ void ManifestSource::HandleEvents() {
         } else if (IsPathWithin(dir_, JoinPath(watched_ancestor_, name))) {
           WatchForDir();  // A directory on the way down appeared: watch closer.
         }
+        // Each `continue` below skips an event for its own reason.
+        // NOLINTNEXTLINE(bugprone-branch-clone)
       } else if (event.wd != dir_watch_) {
         continue;  // From a watch given up on already.
       } else if ((event.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
@@ -192,6 +194,8 @@ void ManifestSource::HandleEvents() {
         Rescan();  // The first manifest in a directory that came back empty: list it whole.
       } else if ((event.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
         Remove(name);
+        // Written, or moved in; next: a symbolic link, which gets no IN_CLOSE_WRITE.
+        // NOLINTNEXTLINE(bugprone-branch-clone)
       } else if ((event.mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) != 0) {
         Load(name);
       } else if ((event.mask & IN_CREATE) != 0 && IsLink(JoinPath(dir_, name))) {
@@ -269,7 +273,7 @@ void ManifestSource::Rescan() {
   Dir dir(opendir(dir_.c_str()));
   if (!dir) {
     // Nothing is reported removed: an unreadable directory says nothing about what is declared.
-    SetProblem(absl::StrCat("cannot list manifest directory '", dir_, "': ", std::strerror(errno),
+    SetProblem(absl::StrCat("cannot list manifest directory '", dir_, "': ", ErrnoText(errno),
                             "; its volumes stay as declared"));
     return;
   }

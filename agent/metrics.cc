@@ -164,6 +164,7 @@ void AgentCollectable::SetVolumeStats(std::vector<VolumeStatsSample> samples) {
   stats_ = std::move(samples);
 }
 
+// NOLINTNEXTLINE(readability-function-size): one family after another; known long.
 std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   if (reconciler_ != nullptr) {

@@ -1,5 +1,6 @@
 #include "agent/node_id.h"
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 
@@ -18,7 +19,7 @@ absl::Status ValidateNodeId(const std::string& node_id, bool kubernetes) {
   if (node_id.empty()) {
     return absl::InvalidArgumentError("--node-id is empty");
   }
-  if (node_id.find("$(") != std::string::npos) {
+  if (absl::StrContains(node_id, "$(")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--node-id '", node_id,
         "' holds an unexpanded variable reference: define that variable in the container's env "

@@ -46,6 +46,7 @@ std::string VolumeStager::SessionDir(const std::string& volume_id) const {
   return JoinPath(SessionsDir(), Sha256Hex(volume_id).substr(0, 32));
 }
 
+// NOLINTNEXTLINE(readability-function-size): persist, claim, attach, mount; known long.
 absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, VolumeRecord record,
                                  const CapabilitySpec& cap, const iscsi::TargetSpec& target) {
   const iscsi::LunIdentity previous = iscsi::FromProto(record.identity());
@@ -276,8 +277,8 @@ absl::Status VolumeStager::MountStaged(VolumeRecord& record, const std::string& 
   if (cap.read_only_mode) {
     // A read-only mount still replays a dirty journal (it writes the LUN) unless told not to:
     // a reader must not change what other readers, or a later writer, see.
-    m.options.push_back("ro");
-    m.options.push_back(cap.fs_type == "xfs" ? "norecovery" : "noload");
+    m.options.emplace_back("ro");
+    m.options.emplace_back(cap.fs_type == "xfs" ? "norecovery" : "noload");
   }
   return deps_.mounter.Mount(m);
 }

@@ -53,7 +53,7 @@ std::vector<state::v1::VolumeRecord> VolumeStore::List(std::vector<std::string>*
   DIR* d = opendir(dir_.c_str());
   if (d == nullptr) {
     if (errno != ENOENT && errors != nullptr) {
-      errors->push_back(absl::StrCat(dir_, " (", std::strerror(errno), ")"));
+      errors->push_back(absl::StrCat(dir_, " (", ErrnoText(errno), ")"));
     }
     return out;
   }

@@ -6,8 +6,8 @@
 namespace stagehand {
 
 const Clock& RealClock::Get() {
-  static const RealClock* const clock = new RealClock();
-  return *clock;
+  static const RealClock* const kClock = new RealClock();
+  return *kClock;
 }
 
 RetrySchedule::RetrySchedule(const Clock& clock, BackoffPolicy policy, uint64_t seed)

@@ -1,5 +1,6 @@
 #include "base/paths.h"
 
+#include <absl/strings/match.h>
 #include <absl/strings/str_split.h>
 
 #include "base/status.h"
@@ -7,7 +8,7 @@
 namespace stagehand {
 
 bool IsCleanAbsolutePath(std::string_view path) {
-  if (path.empty() || path.front() != '/' || path.find('\0') != std::string_view::npos) {
+  if (path.empty() || path.front() != '/' || absl::StrContains(ToAbsl(path), '\0')) {
     return false;
   }
   if (path == "/") {

@@ -16,7 +16,7 @@ namespace {
 
 // Stack of the intermediate process, which only calls posix_spawn (which maps its own stack
 // for the program's child).
-constexpr size_t kIntermediateStack = 256 * 1024;
+constexpr size_t kIntermediateStack = size_t{256} * 1024;
 
 struct DetachRequest {
   const char* path = nullptr;

@@ -27,6 +27,9 @@ inline std::string_view ToStd(absl::string_view s) {
 // Returns `s` with "`context`: " prefixed to its message; the code is kept. OK stays OK.
 absl::Status WithContext(const absl::Status& s, std::string_view context);
 
+// strerror(3) without its shared buffer (strerror is not thread-safe).
+std::string ErrnoText(int errno_value);
+
 // Builds a status from `errno_value` with a message "`what`: <strerror>".
 absl::Status ErrnoStatus(int errno_value, std::string_view what);
 

@@ -19,7 +19,7 @@
 namespace stagehand {
 namespace {
 
-constexpr size_t kMaxOutput = 64 * 1024;
+constexpr size_t kMaxOutput = size_t{64} * 1024;
 
 int PidfdOpen(pid_t pid) {
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));

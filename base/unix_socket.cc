@@ -25,7 +25,7 @@ absl::Status CheckListening(const std::string& path) {
   }
   if (connect(fd.Get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     return absl::UnavailableError(
-        absl::StrCat("nothing listens on '", path, "': ", std::strerror(errno)));
+        absl::StrCat("nothing listens on '", path, "': ", ErrnoText(errno)));
   }
   return absl::OkStatus();
 }

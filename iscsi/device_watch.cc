@@ -37,8 +37,8 @@ class UdevDeviceWatch : public DeviceWatch {
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
         return absl::DeadlineExceededError(
-            absl::StrCat("timed out after ", timeout.count() / 1000.0, " s waiting for ",
-                         ToAbsl(what), " (is systemd-udevd running?)"));
+            absl::StrCat("timed out after ", static_cast<double>(timeout.count()) / 1000.0,
+                         " s waiting for ", ToAbsl(what), " (is systemd-udevd running?)"));
       }
       const auto left =
           std::min(kRecheck, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));

@@ -113,6 +113,10 @@ struct FuseLunServer::Impl {
   std::deque<std::unique_ptr<IoRequest>> retry_on_tick;   // Waiting for the next tick.
   std::vector<std::unique_ptr<uint8_t[]>> spare_buffers;  // Each kBufferBytes.
 
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
   ~Impl() {
     // Commands still in flight complete during the logout below, after the FUSE session is
     // gone: they are dropped, never answered or resubmitted.
@@ -177,12 +181,12 @@ struct FuseLunServer::Impl {
       task = iscsi_synchronizecache10_task(ctx, lun, 0, 0, 0, 0, &OnTaskDone, raw);
     } else if (raw->write) {
       task = iscsi_write16_task(ctx, lun, raw->lba, raw->buffer.get(),
-                                static_cast<uint32_t>(raw->slice_length), BlockSize(), 0, 0, 0, 0,
-                                0, &OnTaskDone, raw);
+                                static_cast<uint32_t>(raw->slice_length),
+                                static_cast<int>(BlockSize()), 0, 0, 0, 0, 0, &OnTaskDone, raw);
     } else {
       const auto bytes = static_cast<uint32_t>(raw->blocks * BlockSize());
-      task = iscsi_read16_task(ctx, lun, raw->lba, bytes, BlockSize(), 0, 0, 0, 0, 0, &OnTaskDone,
-                               raw);
+      task = iscsi_read16_task(ctx, lun, raw->lba, bytes, static_cast<int>(BlockSize()), 0, 0, 0, 0,
+                               0, &OnTaskDone, raw);
       if (task != nullptr) {
         // Nothing was received yet (this thread runs the socket): the data-in goes straight
         // into our buffer instead of libiscsi's reassembly buffer.
@@ -259,12 +263,12 @@ struct FuseLunServer::Impl {
     self->Fail(*r, EIO);
   }
 
-  void Fail(IoRequest& r, int error) {
+  void Fail(IoRequest& r, int error) const {
     CountAdd(options.counters, &DataPathCounters::io_errors, 1);
     fuse_reply_err(r.req, error);
   }
 
-  void Reply(IoRequest& r, const scsi_task& task) {
+  void Reply(IoRequest& r, const scsi_task& task) const {
     if (r.flush) {
       CountAdd(options.counters, &DataPathCounters::flush_ops, 1);
       fuse_reply_err(r.req, 0);
@@ -770,7 +774,7 @@ struct FuseLunServer::Impl {
   }
 
   // Drains every request the kernel has queued. Returns false once the mount is gone.
-  bool ServeFuse(fuse_buf& buf) {
+  bool ServeFuse(fuse_buf& buf) const {
     while (true) {
       const int res = fuse_session_receive_buf(session, &buf);
       if (res == -EAGAIN || res == -EINTR) {

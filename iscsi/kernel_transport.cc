@@ -113,7 +113,7 @@ std::string KernelTransport::DevNode(std::string_view block) const {
 }
 
 absl::StatusOr<ProcessResult> KernelTransport::Run(const std::vector<std::string>& argv,
-                                                   std::chrono::seconds timeout) {
+                                                   std::chrono::seconds timeout) const {
   RunOptions o;
   o.timeout = timeout;
   Log().debug("run {}", ArgvToString(argv));

@@ -49,7 +49,7 @@ class KernelTransport : public Transport {
 
  private:
   absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv,
-                                    std::chrono::seconds timeout);
+                                    std::chrono::seconds timeout) const;
   absl::Status Login(const AttachRequest& request, const Portal& portal, bool multipath);
   absl::StatusOr<std::string> ScanDisk(DeviceWatch& watch, const Portal& portal,
                                        const std::string& iqn, uint32_t lun);

@@ -77,7 +77,7 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
   for (int attempt = 0; attempt < 16; ++attempt) {
     const int index = ioctl(control.Get(), LOOP_CTL_GET_FREE);
     if (index < 0) {
-      return absl::UnavailableError(absl::StrCat("no free loop device: ", std::strerror(errno)));
+      return absl::UnavailableError(absl::StrCat("no free loop device: ", ErrnoText(errno)));
     }
     const std::string device = absl::StrCat("/dev/loop", index);
     UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));

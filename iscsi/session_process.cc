@@ -132,7 +132,7 @@ class Session {
     sigset_t refresh;
     sigemptyset(&refresh);
     sigaddset(&refresh, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &refresh, nullptr);
+    pthread_sigmask(SIG_BLOCK, &refresh, nullptr);
     refresh_fd_.Reset(signalfd(-1, &refresh, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!refresh_fd_) {
       return ErrnoStatus(errno, "signalfd");
@@ -195,7 +195,7 @@ class Session {
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, nullptr);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     stop_fd_.Reset(signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!stop_fd_) {
       return ErrnoStatus(errno, "signalfd");

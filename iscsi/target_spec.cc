@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include <absl/strings/ascii.h>
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 #include <absl/strings/strip.h>
@@ -77,7 +78,7 @@ absl::StatusOr<std::optional<ChapCredentials>> ParseChap(
 }  // namespace
 
 std::string Portal::ToString() const {
-  if (host.find(':') != std::string::npos) {
+  if (absl::StrContains(host, ':')) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
@@ -111,7 +112,7 @@ absl::StatusOr<Portal> ParsePortal(std::string_view text) {
         return bad("has an empty port");
       }
     }
-    if (p.host.empty() || p.host.find(':') == std::string::npos) {
+    if (p.host.empty() || !absl::StrContains(p.host, ':')) {
       return bad("has brackets around something that is not an IPv6 address");
     }
   } else {

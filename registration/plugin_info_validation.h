@@ -20,6 +20,7 @@ struct CsiVersion {
   int minor = 0;
   int patch = 0;
 
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>.
   auto operator<=>(const CsiVersion&) const = default;
 };
 

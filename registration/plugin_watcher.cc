@@ -109,7 +109,7 @@ class SocketWorker {
     SH_ASSIGN_OR_RETURN(auto info, GetInfo(registration, t.get_info, token));
     name = info.name();
     RegisteredPlugin plugin;
-    const absl::Status result = Handshake(token, info, endpoint_channel, plugin);
+    absl::Status result = Handshake(token, info, endpoint_channel, plugin);
     if (token.stop_requested()) {
       return absl::CancelledError("registration socket removed");
     }

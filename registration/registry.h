@@ -26,6 +26,7 @@ class Registry {
   using Listener = std::function<void()>;
 
   Registry() = default;
+  ~Registry() = default;
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
