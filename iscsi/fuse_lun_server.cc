@@ -91,7 +91,7 @@ struct IoRequest {
 
 struct FuseLunServer::Impl {
   FuseLunServerOptions options;
-  iscsi_context* ctx = nullptr;  // Owned; null while reconnecting.
+  IscsiContext ctx;  // Null while reconnecting.
   fuse_session* session = nullptr;
   bool mounted = false;
   size_t portal_index = 0;
@@ -128,7 +128,7 @@ struct FuseLunServer::Impl {
       fuse_session_destroy(session);
     }
     if (ctx != nullptr) {
-      (void)iscsi_logout_sync(ctx);
+      (void)iscsi_logout_sync(ctx.get());
       DestroyContext();
     }
     // Parked requests hand their buffers back to `spare_buffers`: drop them first.
@@ -139,10 +139,8 @@ struct FuseLunServer::Impl {
   // Destroying a context runs the callbacks of its commands with SCSI_STATUS_CANCELLED; they
   // park themselves (see OnTaskDone), so `ctx` is cleared first.
   void DestroyContext() {
-    iscsi_context* old = std::exchange(ctx, nullptr);
-    if (old != nullptr) {
-      (void)iscsi_destroy_context(old);
-    }
+    IscsiContext old = std::exchange(ctx, nullptr);
+    old.reset();
   }
 
   uint64_t CapacityBytes() const { return options.capacity.Bytes(); }
@@ -178,15 +176,15 @@ struct FuseLunServer::Impl {
     scsi_task* task = nullptr;
     const int lun = static_cast<int>(options.login.lun);
     if (raw->flush) {
-      task = iscsi_synchronizecache10_task(ctx, lun, 0, 0, 0, 0, &OnTaskDone, raw);
+      task = iscsi_synchronizecache10_task(ctx.get(), lun, 0, 0, 0, 0, &OnTaskDone, raw);
     } else if (raw->write) {
-      task = iscsi_write16_task(ctx, lun, raw->lba, raw->buffer.get(),
+      task = iscsi_write16_task(ctx.get(), lun, raw->lba, raw->buffer.get(),
                                 static_cast<uint32_t>(raw->slice_length),
                                 static_cast<int>(BlockSize()), 0, 0, 0, 0, 0, &OnTaskDone, raw);
     } else {
       const auto bytes = static_cast<uint32_t>(raw->blocks * BlockSize());
-      task = iscsi_read16_task(ctx, lun, raw->lba, bytes, static_cast<int>(BlockSize()), 0, 0, 0, 0,
-                               0, &OnTaskDone, raw);
+      task = iscsi_read16_task(ctx.get(), lun, raw->lba, bytes, static_cast<int>(BlockSize()), 0, 0,
+                               0, 0, 0, &OnTaskDone, raw);
       if (task != nullptr) {
         // Nothing was received yet (this thread runs the socket): the data-in goes straight
         // into our buffer instead of libiscsi's reassembly buffer.
@@ -198,7 +196,7 @@ struct FuseLunServer::Impl {
     if (task == nullptr) {
       // Could not even queue it: the context is unusable. Park and reconnect.
       Park(std::move(r));
-      RequestReconnect(absl::StrCat("cannot queue a command: ", iscsi_get_error(ctx)));
+      RequestReconnect(absl::StrCat("cannot queue a command: ", iscsi_get_error(ctx.get())));
       return;
     }
     ++inflight;
@@ -349,9 +347,9 @@ struct FuseLunServer::Impl {
       ++self->status.capacity_refreshes;
       self->Publish(self->status.state, self->status.message);
     };
-    if (iscsi_readcapacity16_task(ctx, static_cast<int>(options.login.lun), done, this) ==
+    if (iscsi_readcapacity16_task(ctx.get(), static_cast<int>(options.login.lun), done, this) ==
         nullptr) {
-      RequestReconnect(absl::StrCat("cannot queue READ CAPACITY: ", iscsi_get_error(ctx)));
+      RequestReconnect(absl::StrCat("cannot queue READ CAPACITY: ", iscsi_get_error(ctx.get())));
     }
   }
 
@@ -361,7 +359,7 @@ struct FuseLunServer::Impl {
   void CheckIdentity() {
     const int lun = static_cast<int>(options.login.lun);
     for (int page : {0x83, 0x80}) {
-      if (iscsi_inquiry_task(ctx, lun, 1, page, 255, &OnIdentityPage, this) != nullptr) {
+      if (iscsi_inquiry_task(ctx.get(), lun, 1, page, 255, &OnIdentityPage, this) != nullptr) {
         ++identity_checks_in_flight;
       }
     }
@@ -517,7 +515,7 @@ struct FuseLunServer::Impl {
           options.login.portal = params.portal;
           portal_index = (portal_index + attempt - 1) % std::max<size_t>(options.portals.size(), 1);
           ctx = (*conn)->ReleaseContext();
-          DisableCommandTimeouts(ctx);
+          DisableCommandTimeouts(ctx.get());
           last_reconnect = std::chrono::steady_clock::now();
           lost_since.reset();
           replacement_expired = false;
@@ -799,8 +797,8 @@ struct FuseLunServer::Impl {
       return;  // No checks on a connection about to be replaced.
     }
     // libiscsi has no timers: command timeouts advance only in iscsi_service.
-    if (iscsi_service(ctx, 0) < 0) {
-      RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(ctx)));
+    if (iscsi_service(ctx.get(), 0) < 0) {
+      RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(ctx.get())));
       return;
     }
     if (ticks % kIdentityCheckEveryTicks == 0 && identity_checks_in_flight == 0) {
@@ -820,11 +818,11 @@ struct FuseLunServer::Impl {
       }
     }
     if (++ticks % kNopEveryTicks == 0) {
-      if (iscsi_get_nops_in_flight(ctx) > kMaxNopsInFlight) {
-        RequestReconnect(absl::StrCat(iscsi_get_nops_in_flight(ctx), " NOP-Outs unanswered"));
+      if (iscsi_get_nops_in_flight(ctx.get()) > kMaxNopsInFlight) {
+        RequestReconnect(absl::StrCat(iscsi_get_nops_in_flight(ctx.get()), " NOP-Outs unanswered"));
         return;
       }
-      (void)iscsi_nop_out_async(ctx, nullptr, nullptr, 0, nullptr);
+      (void)iscsi_nop_out_async(ctx.get(), nullptr, nullptr, 0, nullptr);
     }
   }
 };
@@ -872,7 +870,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
     return ErrnoStatus(errno, "set /dev/fuse non-blocking");
   }
   impl->ctx = connection->ReleaseContext();
-  DisableCommandTimeouts(impl->ctx);
+  DisableCommandTimeouts(impl->ctx.get());
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
 }
 
@@ -905,7 +903,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
     fds[3] = {refresh_fd, POLLIN, 0};
     nfds_t n = 4;
     if (s.ctx != nullptr) {
-      fds[4] = {iscsi_get_fd(s.ctx), static_cast<short>(iscsi_which_events(s.ctx)), 0};
+      fds[4] = {iscsi_get_fd(s.ctx.get()), static_cast<short>(iscsi_which_events(s.ctx.get())), 0};
       n = 5;
     }
     if (poll(fds.data(), n, -1) < 0) {
@@ -918,8 +916,8 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
       break;
     }
     if (n == 5 && fds[4].revents != 0 && s.ctx != nullptr) {
-      if (iscsi_service(s.ctx, fds[4].revents) < 0) {
-        s.RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(s.ctx)));
+      if (iscsi_service(s.ctx.get(), fds[4].revents) < 0) {
+        s.RequestReconnect(absl::StrCat("connection error: ", iscsi_get_error(s.ctx.get())));
       }
     }
     if (fds[3].revents != 0) {

@@ -44,21 +44,17 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Login(const LoginParams&
                    iscsi_full_connect_async(ctx.get(), portal.c_str(), static_cast<int>(params.lun),
                                             OnAsyncStep, &step)));
   return std::unique_ptr<Connection>(
-      new Connection(ctx.release(), params.lun,
+      new Connection(std::move(ctx), params.lun,
                      absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
 }
 
 Connection::~Connection() {
-  if (ctx_ == nullptr) {
-    return;
+  if (ctx_ != nullptr && !logged_out_) {
+    (void)iscsi_logout_sync(ctx_.get());
   }
-  if (!logged_out_) {
-    (void)iscsi_logout_sync(ctx_);
-  }
-  (void)iscsi_destroy_context(ctx_);
 }
 
-iscsi_context* Connection::ReleaseContext() {
+IscsiContext Connection::ReleaseContext() {
   return std::exchange(ctx_, nullptr);
 }
 
@@ -67,17 +63,17 @@ absl::Status Connection::Logout() {
     return absl::OkStatus();
   }
   logged_out_ = true;
-  if (iscsi_logout_sync(ctx_) != 0) {
-    return MapLibiscsiError(absl::StrCat("log out of ", what_), iscsi_get_error(ctx_));
+  if (iscsi_logout_sync(ctx_.get()) != 0) {
+    return MapLibiscsiError(absl::StrCat("log out of ", what_), iscsi_get_error(ctx_.get()));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<uint8_t>> Connection::Inquiry(bool evpd, int page) {
-  ScsiTask task(iscsi_inquiry_sync(ctx_, static_cast<int>(lun_), evpd ? 1 : 0, page, 255));
+  ScsiTask task(iscsi_inquiry_sync(ctx_.get(), static_cast<int>(lun_), evpd ? 1 : 0, page, 255));
   if (!task || task->status != SCSI_STATUS_GOOD) {
     return MapLibiscsiError(absl::StrCat("INQUIRY page 0x", absl::Hex(page), " of ", what_),
-                            iscsi_get_error(ctx_));
+                            iscsi_get_error(ctx_.get()));
   }
   return std::vector<uint8_t>(task->datain.data, task->datain.data + task->datain.size);
 }
@@ -116,7 +112,7 @@ absl::StatusOr<LunIdentity> Connection::ReadIdentity() {
 }
 
 absl::StatusOr<std::optional<std::vector<uint8_t>>> Connection::OptionalVpdPage(int page) {
-  ScsiTask task(iscsi_inquiry_sync(ctx_, static_cast<int>(lun_), 1, page, 255));
+  ScsiTask task(iscsi_inquiry_sync(ctx_.get(), static_cast<int>(lun_), 1, page, 255));
   const VpdAnswer answer =
       task ? ClassifyVpdAnswer(true, task->status, task->sense.key, task->sense.ascq)
            : VpdAnswer::kError;
@@ -129,16 +125,18 @@ absl::StatusOr<std::optional<std::vector<uint8_t>>> Connection::OptionalVpdPage(
     case VpdAnswer::kError:
       break;
   }
-  const absl::Status s = MapLibiscsiError(
-      absl::StrCat("INQUIRY VPD page 0x", absl::Hex(page), " of ", what_), iscsi_get_error(ctx_));
+  const absl::Status s =
+      MapLibiscsiError(absl::StrCat("INQUIRY VPD page 0x", absl::Hex(page), " of ", what_),
+                       iscsi_get_error(ctx_.get()));
   // Whatever the mapping says, the identity is unknown, not different: retry the login.
   return absl::UnavailableError(s.message());
 }
 
 absl::StatusOr<LunCapacity> Connection::ReadCapacity() {
-  ScsiTask task(iscsi_readcapacity16_sync(ctx_, static_cast<int>(lun_)));
+  ScsiTask task(iscsi_readcapacity16_sync(ctx_.get(), static_cast<int>(lun_)));
   if (!task || task->status != SCSI_STATUS_GOOD) {
-    return MapLibiscsiError(absl::StrCat("READ CAPACITY(16) of ", what_), iscsi_get_error(ctx_));
+    return MapLibiscsiError(absl::StrCat("READ CAPACITY(16) of ", what_),
+                            iscsi_get_error(ctx_.get()));
   }
   auto* rc16 = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(task.get()));
   if (rc16 == nullptr) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "iscsi/iscsi_handles.h"
 #include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
@@ -48,23 +49,23 @@ class Connection {
   absl::Status Logout();
 
   // Borrowed: owned by this object.
-  iscsi_context* Context() const { return ctx_; }
+  iscsi_context* Context() const { return ctx_.get(); }
 
   uint32_t Lun() const { return lun_; }
 
-  // Hands the context to the caller, who must iscsi_destroy_context() it.
-  iscsi_context* ReleaseContext();
+  // Hands the logged-in context to the caller (this object is then empty).
+  IscsiContext ReleaseContext();
 
  private:
-  Connection(iscsi_context* ctx, uint32_t lun, std::string what)
-      : ctx_(ctx), lun_(lun), what_(std::move(what)) {}
+  Connection(IscsiContext ctx, uint32_t lun, std::string what)
+      : ctx_(std::move(ctx)), lun_(lun), what_(std::move(what)) {}
 
   absl::StatusOr<std::vector<uint8_t>> Inquiry(bool evpd, int page);
   // A VPD page the target may lack: nullopt when it says it has none (ILLEGAL REQUEST);
   // Unavailable when the answer did not come or was anything else.
   absl::StatusOr<std::optional<std::vector<uint8_t>>> OptionalVpdPage(int page);
 
-  iscsi_context* ctx_;  // Owned.
+  IscsiContext ctx_;
   uint32_t lun_;
   std::string what_;  // "iqn… lun 1 at host:port", for messages.
   bool logged_out_ = false;
