@@ -435,16 +435,17 @@ struct FuseLunServer::Impl {
       return;
     }
     replacement_expired = true;
+    // The status first: whoever sees an I/O fail must find the reason in the status already.
+    Publish(ServerState::kReconnecting,
+            absl::StrCat("no connection to the target for ", options.replacement_timeout.count(),
+                         " s (replacement timeout): I/O fails with EIO until it is back; ",
+                         status.message));
     for (auto* queue : {&parked, &retry_on_tick}) {
       for (auto& r : *queue) {
         Fail(*r, EIO);
       }
       queue->clear();
     }
-    Publish(ServerState::kReconnecting,
-            absl::StrCat("no connection to the target for ", options.replacement_timeout.count(),
-                         " s (replacement timeout): I/O fails with EIO until it is back; ",
-                         status.message));
   }
 
   // Waits `ms` for `stop_fd`; while the replacement timeout has expired, FUSE requests that come
