@@ -401,7 +401,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   static CivetCallbacks callbacks{};
   callbacks.begin_request = &BeginRequest;
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(address, 2, &callbacks);
+    // One worker: a scrape and the probes take milliseconds, and a request that hangs on a
+    // stuck reconciler lock would hang every other one too (each reads the reconciler).
+    server->exposer_ = std::make_unique<prometheus::Exposer>(address, 1, &callbacks);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
