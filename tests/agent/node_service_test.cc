@@ -29,12 +29,9 @@ using Code = grpc::StatusCode;
 class NodeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    NodeServiceOptions options;
-    options.node_id = "node-1";
+    NodeServiceOptions options = PlainOptions();
     options.max_volumes_per_node = 2;
     options.initiator_name = "iqn.2026-11.dev.stagehand:test";
-    options.state_dir = root_ + "/state";
-    options.runtime_dir = root_ + "/run";
     NodeServiceDeps deps{transport_,
                          mounter_,
                          probe_,
@@ -58,6 +55,15 @@ class NodeServiceTest : public ::testing::Test {
   }
 
   void TearDown() override { server_->Shutdown(); }
+
+  // What a second service over the same fakes needs: this node, the fixture's directories.
+  NodeServiceOptions PlainOptions() const {
+    NodeServiceOptions options;
+    options.node_id = "node-1";
+    options.state_dir = root_ + "/state";
+    options.runtime_dir = root_ + "/run";
+    return options;
+  }
 
   csi::v1::NodeStageVolumeRequest StageReq(const std::string& id, const std::string& fs = "ext4",
                                            const std::string& lun = "1") {
@@ -608,10 +614,6 @@ TEST_F(NodeServiceTest, TargetsInsideOrAroundAnotherVolumesPathsAreRefused) {
 TEST_F(NodeServiceTest, OnlyTheVolumeThatStartedAFormatOnThisLunMayFinishIt) {
   const mounter::ProbeResult half_made{mounter::ProbeResult::Kind::kNotZeroed, "", ""};
   bool kill_mkfs = true;
-  NodeServiceOptions options;
-  options.node_id = "node-1";
-  options.state_dir = root_ + "/state";
-  options.runtime_dir = root_ + "/run";
   NodeService service(
       {transport_, mounter_, probe_,
        [&](const std::string& d, std::string_view fs) {
@@ -622,7 +624,7 @@ TEST_F(NodeServiceTest, OnlyTheVolumeThatStartedAFormatOnThisLunMayFinishIt) {
          return absl::OkStatus();
        },
        [](const std::string&, std::string_view) { return absl::OkStatus(); }, nullptr},
-      options);
+      PlainOptions());
   ASSERT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kUnavailable);
   for (int n = 1; n <= 5; ++n) {  // Every device the stages below attach.
     probe_.Set("/dev/fake" + std::to_string(n), half_made);
@@ -668,10 +670,6 @@ TEST_F(NodeServiceTest, AFailedRestageKeepsTheIdentityItStaged) {
 
 TEST_F(NodeServiceTest, AnUnstageDropsTheRecordOfAnUnfinishedFormat) {
   bool kill_mkfs = true;
-  NodeServiceOptions options;
-  options.node_id = "node-1";
-  options.state_dir = root_ + "/state";
-  options.runtime_dir = root_ + "/run";
   NodeService service(
       {transport_, mounter_, probe_,
        [&](const std::string&, std::string_view) {
@@ -680,7 +678,7 @@ TEST_F(NodeServiceTest, AnUnstageDropsTheRecordOfAnUnfinishedFormat) {
                     : absl::OkStatus();
        },
        [](const std::string&, std::string_view) { return absl::OkStatus(); }, nullptr},
-      options);
+      PlainOptions());
   ASSERT_EQ(service.Stage(StageReq("v1")).code(), absl::StatusCode::kUnavailable);
   for (int n = 1; n <= 2; ++n) {
     probe_.Set("/dev/fake" + std::to_string(n),
