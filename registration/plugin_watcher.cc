@@ -232,6 +232,7 @@ PluginWatcher::~PluginWatcher() {
 }
 
 absl::Status PluginWatcher::Watch() {
+  dir_wd_ = -1;  // Until the new watch is in place: events of an old one are ignored.
   SH_RETURN_IF_ERROR(MakeDirs(options_.registry_dir, 0700));
   SH_ASSIGN_OR_RETURN(dir_wd_, watch_.Add(options_.registry_dir, kWatchMask));
   watching_ = true;
