@@ -1,7 +1,6 @@
 #include "base/status.h"
 
-#include <array>
-#include <cstring>
+#include <system_error>
 
 #include <absl/strings/str_cat.h>
 
@@ -15,8 +14,7 @@ absl::Status WithContext(const absl::Status& s, std::string_view context) {
 }
 
 std::string ErrnoText(int errno_value) {
-  std::array<char, 256> buffer{};
-  return strerror_r(errno_value, buffer.data(), buffer.size());  // GNU: returns the text.
+  return std::generic_category().message(errno_value);
 }
 
 absl::Status ErrnoStatus(int errno_value, std::string_view what) {

@@ -7,7 +7,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -56,11 +55,6 @@ class LoopDeviceTest : public ::testing::Test {
 
 // Writes `bytes` at `offset` of `path` and syncs it.
 absl::Status WriteAt(const std::string& path, int64_t offset, std::string_view bytes);
-
-// strerror(3) without its shared buffer.
-inline std::string ErrnoText(int errno_value) {
-  return std::generic_category().message(errno_value);
-}
 
 // Runs `argv`; a non-zero exit becomes Internal with the output.
 absl::Status RunOrFail(const std::vector<std::string>& argv);
