@@ -3,8 +3,9 @@
 // Serves one iSCSI LUN as a single file on a FUSE mount, from one thread that owns both the
 // /dev/fuse channel and the iSCSI socket: at 4 KiB, handing a request from one thread to
 // another cost more than everything else on its path (bench/README.md has the measurements of
-// the data path). Requests are answered from libiscsi
-// completion callbacks; nothing blocks except the (re)login.
+// the data path). Requests are answered from libiscsi completion callbacks; nothing blocks
+// except the (re)login. Three parts share that thread: the FUSE side (lun_file.h), the
+// commands on the connection (command_queue.h) and the logins (reconnector.h).
 //
 // Reconnects are ours, not libiscsi's: when the connection drops, in-flight commands are
 // parked, the server logs in again (rotating through the portals), re-reads the LUN identity
@@ -22,23 +23,13 @@
 #include "iscsi/datapath_counters.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/lun_identity.h"
+#include "iscsi/server_status.h"
 #include "iscsi/target_spec.h"
 
 namespace stagehand::iscsi {
 
-enum class ServerState { kUp, kReconnecting, kIdentityMismatch };
-
-struct ServerStatus {
-  ServerState state = ServerState::kUp;
-  std::string message;
-  std::string portal;
-  uint64_t reconnects = 0;
-  uint64_t capacity_bytes = 0;
-  uint64_t capacity_refreshes = 0;  // Incremented each time a capacity refresh completes.
-};
-
 struct FuseLunServerOptions {
-  std::vector<Portal> portals;  // Tried in order on reconnect, starting after the current one.
+  std::vector<Portal> portals;  // Tried in turn on reconnect, starting with the current one.
   LoginParams login;            // Portal of the initial connection; reused for reconnects.
   LunIdentity identity;         // What the LUN must keep reporting.
   LunCapacity capacity;
@@ -74,9 +65,8 @@ class FuseLunServer {
   // Full path of the LUN file.
   std::string LunPath() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   explicit FuseLunServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

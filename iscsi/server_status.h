@@ -1,0 +1,38 @@
+#pragma once
+
+// What a FuseLunServer reports of itself, and the board its parts publish it on.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace stagehand::iscsi {
+
+enum class ServerState { kUp, kReconnecting, kIdentityMismatch };
+
+struct ServerStatus {
+  ServerState state = ServerState::kUp;
+  std::string message;
+  std::string portal;
+  uint64_t reconnects = 0;
+  uint64_t capacity_bytes = 0;
+  uint64_t capacity_refreshes = 0;  // Incremented each time a capacity refresh completes.
+};
+
+// The parts of the server keep `status` current (portal, counters, capacity) and publish a
+// state change with Publish. Single-threaded: the server's thread.
+struct StatusBoard {
+  ServerStatus status;
+  std::function<void(const ServerStatus&)> on_status;  // May be empty.
+
+  void Publish(ServerState state, std::string message) {
+    status.state = state;
+    status.message = std::move(message);
+    if (on_status) {
+      on_status(status);
+    }
+  }
+};
+
+}  // namespace stagehand::iscsi
