@@ -164,9 +164,16 @@ void AgentCollectable::SetVolumeStats(std::vector<VolumeStatsSample> samples) {
   stats_ = std::move(samples);
 }
 
-// NOLINTNEXTLINE(readability-function-size): one family after another; known long.
 std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   std::vector<prometheus::MetricFamily> out;
+  CollectVolumes(out);
+  CollectPlugins(out);
+  CollectSessions(out);
+  CollectVolumeStats(out);
+  return out;
+}
+
+void AgentCollectable::CollectVolumes(std::vector<prometheus::MetricFamily>& out) const {
   if (reconciler_ != nullptr) {
     auto volumes = Gauge("stagehand_volumes", "Declared volumes by phase");
     // These phases are always there (0 when no volume is in them); the others when one is.
@@ -180,6 +187,9 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
     }
     out.push_back(std::move(volumes));
   }
+}
+
+void AgentCollectable::CollectPlugins(std::vector<prometheus::MetricFamily>& out) const {
   if (registry_ != nullptr) {
     auto plugins = Gauge("stagehand_plugins", "Registered CSI plugins by health");
     auto healthy = Gauge("stagehand_plugin_healthy", "1 when the plugin answers Probe");
@@ -194,6 +204,9 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
     out.push_back(std::move(plugins));
     out.push_back(std::move(healthy));
   }
+}
+
+void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& out) const {
   // Userspace iSCSI sessions of the built-in driver, from their status files.
   auto sessions = Gauge("stagehand_iscsi_sessions", "Userspace iSCSI sessions by state");
   auto reconnects = Gauge("stagehand_iscsi_session_reconnects",
@@ -262,7 +275,9 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   out.push_back(std::move(sessions));
   out.push_back(std::move(reconnects));
   out.push_back(std::move(mismatches));
+}
 
+void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const {
   // Volume stats, named like the kubelet's.
   MutexLock lock(mu_);
 
@@ -303,7 +318,6 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
         s.abnormal ? 1 : 0);
   }
   out.push_back(std::move(abnormal));
-  return out;
 }
 
 StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconciler,

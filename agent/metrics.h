@@ -92,6 +92,14 @@ class AgentCollectable final : public prometheus::Collectable {
   void SetVolumeStats(std::vector<VolumeStatsSample> samples);
 
  private:
+  // One group of families each, appended to `out`.
+  void CollectVolumes(std::vector<prometheus::MetricFamily>& out) const;
+  void CollectPlugins(std::vector<prometheus::MetricFamily>& out) const;
+  // The userspace iSCSI sessions of the built-in driver and their data-path counters, from the
+  // files in the sessions directory.
+  void CollectSessions(std::vector<prometheus::MetricFamily>& out) const;
+  void CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const;
+
   const reconciler::Reconciler* reconciler_;
   const registration::Registry* registry_;
   std::string sessions_dir_;

@@ -196,10 +196,11 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
 
 // ----- NodePublishVolume -----
 
-// NOLINTNEXTLINE(readability-function-size): the CSI spec's checks in its order; known long.
-absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) {
-  // Missing fields first, then an unknown volume (NOT_FOUND, as the CSI spec's error table and
-  // csi-sanity expect), then what is wrong with the values.
+namespace {
+
+// Missing fields first (then an unknown volume is NOT_FOUND, then what is wrong with the
+// values), as the CSI spec's error table and csi-sanity expect.
+absl::Status CheckPublishFields(const csi::v1::NodePublishVolumeRequest& req) {
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
   }
@@ -215,16 +216,24 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
         "staging_target_path is required: this driver stages volumes (STAGE_UNSTAGE_VOLUME); "
         "pass the path given to NodeStageVolume");
   }
-  VolumeLocks::Guard guard(locks_, req.volume_id());
-  if (!guard.held()) {
-    return VolumeLocks::BusyError(req.volume_id());
+  return absl::OkStatus();
+}
+
+// The flags a bind mount takes: filesystem options apply at the staging mount only.
+std::vector<std::string> BindFlags(const std::vector<std::string>& mount_flags) {
+  std::vector<std::string> flags;
+  for (const auto& f : mount_flags) {
+    if (f == "nosuid" || f == "nodev" || f == "noexec" || f == "noatime" || f == "nodiratime" ||
+        f == "relatime" || f == "strictatime") {
+      flags.push_back(f);
+    }
   }
-  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
-  if (!existing.has_value()) {
-    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(),
-                                            "' is not staged on this node; call "
-                                            "NodeStageVolume first"));
-  }
+  return flags;
+}
+
+}  // namespace
+
+absl::Status NodeService::CheckPublishPaths(const csi::v1::NodePublishVolumeRequest& req) const {
   SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
   SH_RETURN_IF_ERROR(ValidatePathField(req.target_path(), "target_path"));
   SH_RETURN_IF_ERROR(CheckNotReserved(req.target_path(), "target_path", ReservedDirs()));
@@ -233,15 +242,17 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
     return absl::InvalidArgumentError(absl::StrCat("target_path '", req.target_path(),
                                                    "' must not be the staging path or inside it"));
   }
-  SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
-  SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
-  SH_RETURN_IF_ERROR(CheckNoOverlap(store_.List(), req.volume_id(), req.target_path()));
-  if (existing->phase() != VolumeRecord::STAGED) {
+  return absl::OkStatus();
+}
+
+absl::Status NodeService::CheckPublishable(const csi::v1::NodePublishVolumeRequest& req,
+                                           const VolumeRecord& rec, const CapabilitySpec& cap,
+                                           bool readonly) const {
+  if (rec.phase() != VolumeRecord::STAGED) {
     return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(), "' is ",
-                                                      DescribeRecord(*existing),
+                                                      DescribeRecord(rec),
                                                       "; call NodeStageVolume again first"));
   }
-  VolumeRecord& rec = *existing;
   if (rec.staging_path() != req.staging_target_path()) {
     return absl::FailedPreconditionError(
         absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path(),
@@ -259,7 +270,6 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
         "volume '", req.volume_id(), "' is recorded as staged at '", rec.staging_path(), "' but ",
         live.message(), "; call NodeStageVolume again before publishing"));
   }
-  const bool readonly = req.readonly() || cap.read_only_mode;
   for (const auto& p : rec.publishes()) {
     if (p.target_path() != req.target_path()) {
       continue;
@@ -283,6 +293,28 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) {
+  SH_RETURN_IF_ERROR(CheckPublishFields(req));
+  VolumeLocks::Guard guard(locks_, req.volume_id());
+  if (!guard.held()) {
+    return VolumeLocks::BusyError(req.volume_id());
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value()) {
+    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(),
+                                            "' is not staged on this node; call "
+                                            "NodeStageVolume first"));
+  }
+  SH_RETURN_IF_ERROR(CheckPublishPaths(req));
+  SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
+  SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
+  SH_RETURN_IF_ERROR(CheckNoOverlap(store_.List(), req.volume_id(), req.target_path()));
+  VolumeRecord& rec = *existing;
+  const bool readonly = req.readonly() || cap.read_only_mode;
+  SH_RETURN_IF_ERROR(CheckPublishable(req, rec, cap, readonly));
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
   const bool recorded =
@@ -311,15 +343,7 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   } else {
     SH_RETURN_IF_ERROR(MakeDirs(req.target_path(), 0750));
   }
-  std::vector<std::string> flags;
-  for (const auto& f : cap.mount_flags) {
-    // Filesystem options apply at the staging mount; the bind takes only per-mount flags.
-    if (f == "nosuid" || f == "nodev" || f == "noexec" || f == "noatime" || f == "nodiratime" ||
-        f == "relatime" || f == "strictatime") {
-      flags.push_back(f);
-    }
-  }
-  return deps_.mounter.Bind(source, req.target_path(), readonly, flags);
+  return deps_.mounter.Bind(source, req.target_path(), readonly, BindFlags(cap.mount_flags));
 }
 
 // ----- NodeUnpublishVolume -----

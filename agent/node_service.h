@@ -59,6 +59,13 @@ class NodeService final : public csi::v1::Node::Service {
  private:
   std::string RecordsDir() const;
   std::vector<std::string> ReservedDirs() const;
+  // NodePublishVolume's checks of its paths (well-formed, not reserved, not in the staging
+  // path), and of the record it publishes (staged there, alive, as block or mount alike, no
+  // other flags at this target, one target for a single writer).
+  absl::Status CheckPublishPaths(const csi::v1::NodePublishVolumeRequest& req) const;
+  absl::Status CheckPublishable(const csi::v1::NodePublishVolumeRequest& req,
+                                const state::v1::VolumeRecord& rec, const CapabilitySpec& cap,
+                                bool readonly) const;
 
   NodeServiceDeps deps_;
   const NodeServiceOptions options_;

@@ -46,10 +46,12 @@ std::string VolumeStager::SessionDir(const std::string& volume_id) const {
   return JoinPath(SessionsDir(), Sha256Hex(volume_id).substr(0, 32));
 }
 
-// NOLINTNEXTLINE(readability-function-size): persist, claim, attach, mount; known long.
-absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, VolumeRecord record,
-                                 const CapabilitySpec& cap, const iscsi::TargetSpec& target) {
-  const iscsi::LunIdentity previous = iscsi::FromProto(record.identity());
+namespace {
+
+// What the record says of the stage `req` asks for (phase STAGING); the identity and the
+// session come later.
+void DescribeStage(const csi::v1::NodeStageVolumeRequest& req, const CapabilitySpec& cap,
+                   const iscsi::TargetSpec& target, VolumeRecord& record) {
   record.set_volume_id(req.volume_id());
   record.set_staging_path(req.staging_target_path());
   record.set_block(cap.block);
@@ -67,6 +69,13 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, Vol
   record.set_lun(target.lun);
   record.mutable_volume_context()->insert(req.volume_context().begin(), req.volume_context().end());
   record.set_phase(VolumeRecord::STAGING);
+}
+
+}  // namespace
+
+iscsi::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
+                                                    const CapabilitySpec& cap,
+                                                    const iscsi::TargetSpec& target) const {
   iscsi::AttachRequest attach;
   attach.target = target;
   attach.initiator_name = options_.initiator_name;
@@ -75,6 +84,41 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, Vol
   attach.read_only = cap.read_only_mode;
   attach.replacement_timeout_seconds =
       target.replacement_timeout_seconds.value_or(options_.replacement_timeout_seconds);
+  return attach;
+}
+
+absl::Status VolumeStager::ClaimAndPersist(VolumeRecord& record, const iscsi::LunIdentity& previous,
+                                           const iscsi::TargetSpec& target) {
+  MutexLock claim(claims_mu_);
+  // Counted under the lock that orders the saves of new records, so that concurrent stages
+  // cannot all pass the limit.
+  if (options_.max_volumes_per_node > 0 && previous.Empty()) {  // A re-stage was counted.
+    SH_ASSIGN_OR_RETURN(auto mine, store_.Load(record.volume_id()));
+    if (!mine.has_value() &&
+        static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
+      return absl::ResourceExhaustedError(absl::StrCat("this node already has ",
+                                                       options_.max_volumes_per_node,
+                                                       " volumes staged (the maximum)"));
+    }
+  }
+  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
+  if (other) {
+    SH_RETURN_IF_ERROR(ForgetRefusedStage(record, previous));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "LUN ", target.lun, " of ", target.iqn, " is already used by volume '", other->volume_id(),
+        "' (", DescribeRecord(*other),
+        "); one LUN cannot back two volumes: unstage the other volume first, or fix the "
+        "volume_context of this one"));
+  }
+  // Persist before any side effect (safety rule 3).
+  return WithContext(store_.Save(record), "persist volume record");
+}
+
+absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, VolumeRecord record,
+                                 const CapabilitySpec& cap, const iscsi::TargetSpec& target) {
+  const iscsi::LunIdentity previous = iscsi::FromProto(record.identity());
+  DescribeStage(req, cap, target, record);
+  iscsi::AttachRequest attach = AttachRequestFor(req, cap, target);
   // The same LUN can hide behind another name or address of its portal, or another portal: the
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
@@ -85,31 +129,7 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, Vol
     return s;
   };
   deps_.transport.Prepare(attach, record.mutable_session());
-  {
-    MutexLock claim(claims_mu_);
-    // Counted under the lock that orders the saves of new records, so that concurrent stages
-    // cannot all pass the limit.
-    if (options_.max_volumes_per_node > 0 && previous.Empty()) {  // A re-stage was counted.
-      SH_ASSIGN_OR_RETURN(auto mine, store_.Load(record.volume_id()));
-      if (!mine.has_value() &&
-          static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
-        return absl::ResourceExhaustedError(absl::StrCat("this node already has ",
-                                                         options_.max_volumes_per_node,
-                                                         " volumes staged (the maximum)"));
-      }
-    }
-    SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
-    if (other) {
-      SH_RETURN_IF_ERROR(ForgetRefusedStage(record, previous));
-      return absl::FailedPreconditionError(absl::StrCat(
-          "LUN ", target.lun, " of ", target.iqn, " is already used by volume '",
-          other->volume_id(), "' (", DescribeRecord(*other),
-          "); one LUN cannot back two volumes: unstage the other volume first, or fix the "
-          "volume_context of this one"));
-    }
-    // Persist before any side effect (safety rule 3).
-    SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
-  }
+  SH_RETURN_IF_ERROR(ClaimAndPersist(record, previous, target));
   absl::Cleanup undo = [&] {
     // A refused LUN: the attach undid what it made, and what is left on that LUN (a kernel
     // session's disk) is not this volume's; a detach of this record, which does not know its

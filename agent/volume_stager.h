@@ -17,6 +17,7 @@
 #include "base/mutex.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
+#include "iscsi/transport.h"
 #include "proto/csi.pb.h"
 #include "proto/state.pb.h"
 
@@ -48,6 +49,13 @@ class VolumeStager {
 
  private:
   std::string SessionDir(const std::string& volume_id) const;
+  iscsi::AttachRequest AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
+                                        const CapabilitySpec& cap,
+                                        const iscsi::TargetSpec& target) const;
+  // Under claims_mu_: refuses a stage past max_volumes_per_node or onto a LUN another volume's
+  // record names (forgetting this attempt), else saves `record` before any side effect.
+  absl::Status ClaimAndPersist(state::v1::VolumeRecord& record, const iscsi::LunIdentity& previous,
+                               const iscsi::TargetSpec& target) ABSL_LOCKS_EXCLUDED(claims_mu_);
   absl::Status MountStaged(state::v1::VolumeRecord& record, const std::string& device,
                            const CapabilitySpec& cap);
   // Persists, before mkfs, that this volume starts formatting the LUN `record` identifies, so
