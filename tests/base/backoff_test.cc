@@ -80,5 +80,13 @@ TEST(BackoffTest, JitterStaysWithinItsFractionAndNeverExceedsMax) {
   EXPECT_TRUE(varied) << "jitter must spread retries";
 }
 
+TEST(SplitMix64Test, GivesTheReferenceSequence) {
+  // The reference implementation's first outputs from seed 0.
+  SplitMix64 random(0);
+  EXPECT_EQ(random(), 0xe220a8397b1dcdafULL);
+  EXPECT_EQ(random(), 0x6e789e6aa1b965f4ULL);
+  EXPECT_EQ(random(), 0x06c45d188009454fULL);
+}
+
 }  // namespace
 }  // namespace stagehand
