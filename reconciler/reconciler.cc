@@ -1,6 +1,8 @@
 #include "reconciler/reconciler.h"
 
+#include <algorithm>
 #include <set>
+#include <thread>
 
 #include <absl/strings/str_cat.h>
 #include <spdlog/spdlog.h>
@@ -468,10 +470,25 @@ void Reconciler::Work(const std::stop_token& token) {
   MutexLock lock(mu_);
   while (true) {
     ++idle_workers_;
-    work_cv_.wait(mu_, token,
-                  [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty(); });
+    const bool got_task =
+        work_cv_.wait_for(mu_, token, options_.worker_idle_timeout,
+                          [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty(); });
     --idle_workers_;
     if (token.stop_requested()) {
+      return;
+    }
+    if (!got_task) {
+      // Idle too long: leave. Detached, so that nobody has to join it; it touches nothing of
+      // this reconciler once it has released mu_ on the way out (~Reconciler takes mu_ first).
+      const auto self = std::find_if(workers_.begin(), workers_.end(), [](const std::jthread& w) {
+        return w.get_id() == std::this_thread::get_id();
+      });
+      if (self != workers_.end()) {
+        self->detach();
+        workers_.erase(self);
+        ++generation_;  // The status counts the workers.
+        changed_cv_.notify_all();
+      }
       return;
     }
     Task task = std::move(tasks_.front());
@@ -748,6 +765,7 @@ ReconcilerStatus Reconciler::Status() const {
   status.generation = generation_;
   status.ready = ready_;
   status.store_errors = store_errors_;
+  status.workers = workers_.size();
   std::set<std::string> names;
   for (const auto& [name, entry] : entries_) {
     names.insert(name);

@@ -49,6 +49,9 @@ struct ReconcilerOptions {
   std::chrono::milliseconds call_timeout{std::chrono::minutes(2)};
   BackoffPolicy backoff;  // 500 ms doubling to 2 min, 20 % jitter.
   int max_parallel = 8;
+  // A worker without a task for this long exits (another starts when work comes back), so
+  // that an agent at rest keeps no threads for a burst that is over.
+  std::chrono::milliseconds worker_idle_timeout{std::chrono::seconds(10)};
   std::chrono::milliseconds resync_period{std::chrono::minutes(5)};
   // Called (under the reconciler's lock: keep it quick) when an operation fails.
   std::function<void(const std::string& driver, const std::string& operation)> on_failure;
@@ -85,6 +88,7 @@ struct ReconcilerStatus {
   std::vector<VolumeStatus> volumes;
   std::map<std::string, std::string> manifest_errors;  // By file, for files with no volume.
   std::vector<std::string> store_errors;
+  size_t workers = 0;  // Worker threads alive (they start with work and leave when idle).
 };
 
 class Reconciler {
@@ -207,8 +211,9 @@ class Reconciler {
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   Clock::TimePoint next_resync_ ABSL_GUARDED_BY(mu_);
 
-  // Workers start when tasks outnumber the idle ones, up to max_parallel, and then stay: an
-  // agent with nothing to do has none. No worker starts once stopping_.
+  // Workers start when tasks outnumber the idle ones, up to max_parallel, and exit after
+  // worker_idle_timeout without a task: an agent with nothing to do has none. No worker starts
+  // once stopping_.
   std::vector<std::jthread> workers_ ABSL_GUARDED_BY(mu_);
   size_t idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

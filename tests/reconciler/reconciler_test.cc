@@ -130,6 +130,20 @@ class ReconcilerTest : public ::testing::Test {
 
 const std::string kStaging = StagingPathFor("/state", "d.dev", "handle-v1");
 
+TEST_F(ReconcilerTest, IdleWorkersLeaveAndWorkLaterStillGetsDone) {
+  ReconcilerOptions options = Options();
+  options.worker_idle_timeout = std::chrono::milliseconds(1);
+  reconciler_ = std::make_unique<Reconciler>(options, drivers_, store_, mounts_, clock_);
+  ASSERT_THAT(reconciler_->Start(), IsOk());
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published" && s.workers == 0; });
+  reconciler_->Declare("v2.yaml", Spec("v2", {{"/srv/b", false}}));
+  auto status = WaitUntil([](const auto& s) { return Phase(s, "v2") == "published"; });
+  EXPECT_EQ(Phase(status, "v1"), "published");
+  WaitUntil([](const auto& s) { return s.workers == 0; });
+}
+
 TEST_F(ReconcilerTest, StagesThenPublishesADeclaredVolume) {
   StartReconciler();
 
