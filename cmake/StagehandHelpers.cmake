@@ -9,6 +9,7 @@ function(sh_cc_library)
     target_link_libraries(${_t} INTERFACE ${SH_DEPS})
   else()
     add_library(${_t} STATIC ${SH_SRCS} ${SH_HDRS})
+    set_property(GLOBAL APPEND PROPERTY SH_INTERNAL_LIBRARIES ${_t})
     target_include_directories(${_t} PUBLIC ${PROJECT_SOURCE_DIR})
     target_link_libraries(${_t} PUBLIC ${SH_DEPS} PRIVATE ${SH_PRIVATE_DEPS} sh_warnings)
   endif()
@@ -91,4 +92,50 @@ function(sh_link_session_statically target)
     -Wl,--start-group ${_files} ${_archives} -Wl,--end-group
     -Wl,--as-needed ${SH_IBVERBS} ${SH_RDMACM} Threads::Threads ${CMAKE_DL_LIBS}
     -static-libstdc++ -static-libgcc)
+endfunction()
+
+# sh_link_grpc_statically(target)
+# Links gRPC (its build without TLS: every gRPC endpoint of ours is a unix socket), protobuf and
+# abseil into `target` from their static archives instead of ~60 shared libraries: the linker
+# takes only what is used, and nothing is relocated at start. The agent's idle RSS fell from
+# 23 to 16 MB, with 1000 volumes from 28 to 22 MB (bench/README.md, footprint). The archives
+# come first on the link line and --as-needed drops the shared libraries they replace. Falls
+# back to dynamic linking where an archive is missing, with STAGEHAND_STATIC_GRPC=OFF and in
+# sanitizer builds. Our own archives (every library defined so far) go in the same group, so
+# that none of their references reaches a shared gRPC; a POST_BUILD check fails the build if one
+# is still needed (two copies of gRPC in one process).
+option(STAGEHAND_STATIC_GRPC "Link the agent against static archives of gRPC, protobuf, abseil"
+       ON)
+function(sh_link_grpc_statically target)
+  set(_archives)
+  set(_missing)
+  foreach(_name grpc++_unsecure grpc_unsecure gpr upb address_sorting re2 cares protobuf
+                absl_base)
+    find_library(SH_STATIC_${_name} NAMES lib${_name}.a)
+    if(SH_STATIC_${_name})
+      list(APPEND _archives ${SH_STATIC_${_name}})
+    else()
+      list(APPEND _missing lib${_name}.a)
+    endif()
+  endforeach()
+  if(SH_SANITIZE)
+    list(APPEND _missing "none, but sanitizer builds link the shared libraries")
+  endif()
+  if(NOT STAGEHAND_STATIC_GRPC OR _missing)
+    if(STAGEHAND_STATIC_GRPC)
+      message(STATUS "${target} linked against shared gRPC (missing: ${_missing})")
+    endif()
+    return()
+  endif()
+  get_filename_component(_dir ${SH_STATIC_absl_base} DIRECTORY)
+  file(GLOB _absl ${_dir}/libabsl_*.a)
+  list(APPEND _archives ${_absl})
+  list(REMOVE_DUPLICATES _archives)
+  get_property(_ours GLOBAL PROPERTY SH_INTERNAL_LIBRARIES)
+  target_link_options(${target} PRIVATE -Wl,--as-needed)
+  target_link_libraries(${target} PRIVATE -Wl,--start-group ${_ours} ${_archives} -Wl,--end-group)
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -DBINARY=$<TARGET_FILE:${target}>
+            -P ${PROJECT_SOURCE_DIR}/cmake/CheckStaticGrpc.cmake
+    VERBATIM)
 endfunction()
