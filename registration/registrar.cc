@@ -71,9 +71,6 @@ absl::StatusOr<std::unique_ptr<Registrar>> Registrar::Start(RegistrarOptions opt
                      registrar->options_.driver_name, "'?"));
   }
   SH_RETURN_IF_ERROR(registrar->Serve());
-  Registrar* self = registrar.get();
-  registrar->recreator_ =
-      std::jthread([self](const std::stop_token& token) { self->Recreate(token); });
   return registrar;
 }
 
@@ -88,9 +85,15 @@ Registrar::Registrar(RegistrarOptions options, RegistrarListener listener, const
 }
 
 Registrar::~Registrar() {
-  if (recreator_.joinable()) {
-    recreator_.request_stop();
-    recreator_.join();
+  std::jthread recreator;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;  // No re-creator starts from here on.
+    recreator = std::move(recreator_);
+  }
+  if (recreator.joinable()) {  // Joined outside the lock: it takes mu_.
+    recreator.request_stop();
+    recreator.join();
   }
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -147,22 +150,31 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
                 options_.driver_name, error, socket_path_, delay.count());
   }
   recreate_pending_ = true;
+  StartRecreator();
   cv_.notify_all();
+}
+
+void Registrar::StartRecreator() {
+  if (recreating_ || stopping_) {
+    return;
+  }
+  if (recreator_.joinable()) {
+    // The last one has finished: it cleared recreating_ and released mu_ on its way out.
+    recreator_.join();
+  }
+  recreating_ = true;
+  recreator_ = std::jthread([this](const std::stop_token& token) { Recreate(token); });
 }
 
 void Registrar::Recreate(const std::stop_token& token) {
   MutexLock lock(mu_);
-  while (!token.stop_requested()) {
-    cv_.wait(mu_, token, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return recreate_pending_; });
-    if (token.stop_requested()) {
-      return;
-    }
+  while (!token.stop_requested() && recreate_pending_) {
     // Wait out the backoff; a success meanwhile cancels the re-creation.
     const auto when = schedule_.next_attempt();
     cv_.wait_for(mu_, token, when - std::chrono::steady_clock::now(),
                  [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !recreate_pending_; });
     if (token.stop_requested()) {
-      return;
+      break;
     }
     if (!recreate_pending_ || status_.registered) {
       recreate_pending_ = false;
@@ -185,6 +197,7 @@ void Registrar::Recreate(const std::stop_token& token) {
       recreate_pending_ = true;
     }
   }
+  recreating_ = false;
 }
 
 }  // namespace stagehand::registration

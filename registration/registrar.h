@@ -71,7 +71,9 @@ class Registrar {
   absl::Status Serve();
   void OnStatus(bool registered, const std::string& error);
   void RecordStatus(bool registered, const std::string& error);
-  void Recreate(const std::stop_token& token);
+  // Starts recreator_ unless it runs or the registrar is stopping.
+  void StartRecreator() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Recreate(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
 
   RegistrarOptions options_;
   RegistrarListener listener_;
@@ -84,7 +86,11 @@ class Registrar {
   RegistrarStatus status_ ABSL_GUARDED_BY(mu_);
   bool recreate_pending_ ABSL_GUARDED_BY(mu_) = false;
   RetrySchedule schedule_ ABSL_GUARDED_BY(mu_);
-  std::jthread recreator_;
+  // Runs only while a re-creation is pending: started by a rejection, gone once the socket is
+  // served again (an agent whose driver is registered has no thread for it).
+  std::jthread recreator_ ABSL_GUARDED_BY(mu_);
+  bool recreating_ ABSL_GUARDED_BY(mu_) = false;  // recreator_ runs and has not finished.
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stagehand::registration
