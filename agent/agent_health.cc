@@ -27,7 +27,7 @@ absl::Status AgentHealth::Ready() const {
   if (auto problem = ManifestProblem(); problem) {
     return absl::UnavailableError(*problem);
   }
-  if (sources_.reconciler != nullptr && !sources_.reconciler->Status().ready) {
+  if (sources_.reconciler != nullptr && !sources_.reconciler->Ready()) {
     return absl::UnavailableError("the first reconcile is not done yet");
   }
   if (sources_.registry != nullptr) {

@@ -790,6 +790,11 @@ uint64_t Reconciler::Generation() const {
   return generation_;
 }
 
+bool Reconciler::Ready() const {
+  MutexLock lock(mu_);
+  return ready_;
+}
+
 ReconcilerStatus Reconciler::WaitForChange(uint64_t generation,
                                            std::chrono::milliseconds timeout) const {
   {

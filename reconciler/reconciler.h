@@ -123,6 +123,8 @@ class Reconciler {
   ReconcilerStatus Status() const;
   // Bumped on every change of the status; cheap (also a liveness check of the loop's lock).
   uint64_t Generation() const;
+  // Status().ready without copying the status (probes ask often).
+  bool Ready() const;
   // Returns the status once its generation exceeds `generation`, or after `timeout`.
   ReconcilerStatus WaitForChange(uint64_t generation, std::chrono::milliseconds timeout) const;
 

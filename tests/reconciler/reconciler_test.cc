@@ -135,9 +135,11 @@ TEST_F(ReconcilerTest, IdleWorkersLeaveAndWorkLaterStillGetsDone) {
   options.worker_idle_timeout = std::chrono::milliseconds(1);
   reconciler_ = std::make_unique<Reconciler>(options, drivers_, store_, mounts_, clock_);
   ASSERT_THAT(reconciler_->Start(), IsOk());
+  EXPECT_FALSE(reconciler_->Ready());
   reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
   reconciler_->DesiredComplete();
   WaitUntil([](const auto& s) { return Phase(s, "v1") == "published" && s.workers == 0; });
+  EXPECT_TRUE(reconciler_->Ready());
   reconciler_->Declare("v2.yaml", Spec("v2", {{"/srv/b", false}}));
   auto status = WaitUntil([](const auto& s) { return Phase(s, "v2") == "published"; });
   EXPECT_EQ(Phase(status, "v1"), "published");
