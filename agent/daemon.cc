@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <array>
@@ -56,19 +55,28 @@ spdlog::logger& Log() {
   return log;
 }
 
-// Takes an exclusive flock on `path`; the lock lives as long as the returned descriptor.
+// Takes an exclusive lock on `path` that lives as long as the returned descriptor, or the
+// process. A POSIX record lock, not a flock: it is the process's and never inherited, so the
+// lock of an agent that died is free at once. A flock belongs to the open file, which the
+// processes the agent was starting (between fork and exec) still held for some milliseconds:
+// an agent restarted right after a SIGKILL then found its own old lock taken.
 absl::StatusOr<UniqueFd> LockFile(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!fd) {
     return ErrnoStatus(errno, absl::StrCat("open lock file '", path, "'"));
   }
-  if (flock(fd.Get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
+
+  struct flock whole {};
+
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;  // From the start, l_len 0: the whole file.
+  if (fcntl(fd.Get(), F_SETLK, &whole) != 0) {
+    if (errno == EACCES || errno == EAGAIN) {
       return absl::FailedPreconditionError(absl::StrCat(
           "another stagehand is running with the same state directory or socket (lock '", path,
           "' is held); stop it first"));
     }
-    return ErrnoStatus(errno, absl::StrCat("flock '", path, "'"));
+    return ErrnoStatus(errno, absl::StrCat("lock '", path, "'"));
   }
   return fd;
 }
