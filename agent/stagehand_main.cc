@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   // glibc's default (up to eight arenas per core) each thread that allocated kept an arena of
   // its own, partly free: 1000 declared volumes held 16-25 MB of anonymous memory instead of
   // 10 (bench/README.md, reconciler benchmark).
-  (void)mallopt(M_ARENA_MAX, 1);
+  (void)mallopt(M_ARENA_MAX, 1);  // NOLINT(concurrency-mt-unsafe): no other thread yet.
   stagehand::agent::DaemonOptions o;
   CLI::App app{"stagehand: node storage agent with a built-in iSCSI CSI node plugin"};
   app.set_version_flag("--version", std::string(stagehand::agent::kVersion));
