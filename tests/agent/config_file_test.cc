@@ -22,7 +22,7 @@ struct Flags {
 };
 
 // Parses `argv` with a config file holding `yaml`; returns CLI11's exit code and the message.
-std::pair<int, std::string> Parse(const std::string& yaml, std::vector<std::string> args,
+std::pair<int, std::string> Parse(const std::string& yaml, const std::vector<std::string>& args,
                                   Flags& flags) {
   char path[] = "/tmp/shcfgXXXXXX";
   const int fd = mkstemp(path);

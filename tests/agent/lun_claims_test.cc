@@ -13,7 +13,8 @@ namespace {
 using state::v1::VolumeRecord;
 
 VolumeRecord Record(const std::string& id, const std::string& iqn, int lun,
-                    std::vector<std::pair<std::string, int>> portals, const std::string& wwn = "") {
+                    const std::vector<std::pair<std::string, int>>& portals,
+                    const std::string& wwn = "") {
   VolumeRecord r;
   r.set_volume_id(id);
   r.set_iqn(iqn);

@@ -403,7 +403,7 @@ TEST_F(SecretsFileTest, BadContentNeverQuotesValues) {
 
 TEST(LoadManifestFileTest, MissingIsNotFoundAndTooLargeIsRejected) {
   stagehand::testing::TempDir temp;
-  const std::string dir = temp.path();
+  const std::string& dir = temp.path();
   EXPECT_THAT(LoadManifestFile(dir + "/missing.yaml"), StatusIs(absl::StatusCode::kNotFound));
 
   const std::string big = dir + "/big.yaml";

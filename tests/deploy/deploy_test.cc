@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <absl/strings/match.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -223,7 +224,7 @@ TEST_F(DaemonSetTest, NoMountIsNestedUnderABidirectionalMount) {
 TEST_F(DaemonSetTest, KubeletPathsAreMountedWhereTheyAreOnTheHostUnderKubeletDir) {
   const std::vector<std::string> args = Strings(container_["args"]);
   const auto arg = std::find_if(args.begin(), args.end(), [](const std::string& a) {
-    return a.rfind("--kubelet-dir=", 0) == 0;
+    return absl::StartsWith(a, "--kubelet-dir=");
   });
   ASSERT_NE(arg, args.end());
   const std::string kubelet_dir = arg->substr(std::string("--kubelet-dir=").size());
@@ -232,7 +233,7 @@ TEST_F(DaemonSetTest, KubeletPathsAreMountedWhereTheyAreOnTheHostUnderKubeletDir
     const std::string path = m["mountPath"].as<std::string>();
     const YAML::Node volume = FindBy(pod_["volumes"], "name", m["name"].as<std::string>());
     EXPECT_EQ(volume["hostPath"]["path"].as<std::string>(""), path);
-    if (path.rfind(kubelet_dir + "/", 0) == 0) {
+    if (absl::StartsWith(path, kubelet_dir + "/")) {
       ++under;
     }
   }

@@ -96,7 +96,7 @@ class FakeTransport : public iscsi::Transport {
   bool identity_set_ = false;
   std::function<void()> after_vet_;
   bool healthy_ = true;
-  uint64_t capacity_bytes_ = 2048 * 512;
+  uint64_t capacity_bytes_ = uint64_t{2048} * 512;
   int attaches_ = 0;
   int detaches_ = 0;
   std::set<std::string> attached_;

@@ -68,7 +68,7 @@ class ResilienceTest : public NodeIntegrationTest {
  protected:
   // The runtime directory of the (only) session process.
   std::string OnlySessionDir() const {
-    const std::string sessions = daemon_->runtime_dir() + "/sessions";
+    std::string sessions = daemon_->runtime_dir() + "/sessions";
     auto out = RunProcess({"ls", sessions});
     if (!out.ok() || out->output.empty()) {
       return sessions;

@@ -108,7 +108,7 @@ TEST_F(SafetyTest, AnInterruptedFormatIsFinishedOnlyByTheVolumeThatStartedIt) {
     const std::string saved = getenv("PATH");  // NOLINT(concurrency-mt-unsafe): test only.
     setenv("PATH", path.c_str(), 1);           // NOLINT(concurrency-mt-unsafe): test only.
     daemon_ = std::make_unique<StagehandDaemon>(root_);
-    const absl::Status started = daemon_->Start();
+    absl::Status started = daemon_->Start();
     setenv("PATH", saved.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test only.
     return started;
   };
@@ -168,7 +168,7 @@ TEST_F(SafetyTest, LunWithAPartitionTableIsNeverFormatted) {
 
 TEST_F(SafetyTest, LunWithUnrecognisedDataIsNeverFormatted) {
   AddLun();
-  WriteAt(300 * 1024, std::vector<uint8_t>(4096, 0x5a));
+  WriteAt(uint64_t{300} * 1024, std::vector<uint8_t>(4096, 0x5a));
   const std::string before = LunDigest();
 
   auto s = Stage(StageRequest("vol-nz"));

@@ -16,6 +16,7 @@
 #include <functional>
 #include <sstream>
 
+#include <absl/strings/match.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -396,7 +397,7 @@ class PrometheusServer {
           {"promtool", "query", "instant", "http://127.0.0.1:" + std::to_string(port_), expr},
           RunOptions{std::chrono::seconds(10)});
       out = r.ok() ? r->output : std::string(r.status().message());
-      if (r.ok() && r->exit_code == 0 && out.find("=>") != std::string::npos) {
+      if (r.ok() && r->exit_code == 0 && absl::StrContains(out, "=>")) {
         return out;
       }
     }

@@ -187,12 +187,12 @@ TEST_F(MaxVolumesTest, ConcurrentStagesNeverExceedTheLimit) {
   }
 
   int staged = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].ok()) {
+  for (const auto& result : results) {
+    if (result.ok()) {
       ++staged;
       continue;
     }
-    EXPECT_EQ(results[i].error_code(), Code::RESOURCE_EXHAUSTED) << results[i].error_message();
+    EXPECT_EQ(result.error_code(), Code::RESOURCE_EXHAUSTED) << result.error_message();
   }
   EXPECT_EQ(staged, 1);
   for (size_t i = 0; i < results.size(); ++i) {

@@ -363,7 +363,7 @@ class FakeHost {
   int next_disk_ = 0;
 };
 
-AttachRequest Request(uint32_t lun, std::vector<uint16_t> ports = {3260}) {
+AttachRequest Request(uint32_t lun, const std::vector<uint16_t>& ports = {3260}) {
   AttachRequest r;
   for (uint16_t p : ports) {
     r.target.portals.push_back(Portal{"127.0.0.1", p});

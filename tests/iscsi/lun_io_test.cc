@@ -8,7 +8,7 @@
 namespace stagehand::iscsi {
 namespace {
 
-constexpr uint64_t kCapacity = 8 * 4096;  // Eight 4 KiB blocks.
+constexpr uint64_t kCapacity = uint64_t{8} * 4096;  // Eight 4 KiB blocks.
 constexpr uint32_t kBlock = 4096;
 
 TEST(MapReadTest, CoversWholeBlocksAndSlicesTheRequestedBytes) {
@@ -20,7 +20,7 @@ TEST(MapReadTest, CoversWholeBlocksAndSlicesTheRequestedBytes) {
 }
 
 TEST(MapReadTest, ClampsAtTheEndOfTheLun) {
-  EXPECT_EQ(MapRead(kCapacity - 4096, 3 * 4096, kCapacity, kBlock),
+  EXPECT_EQ(MapRead(kCapacity - 4096, size_t{3} * 4096, kCapacity, kBlock),
             (MappedIo{.lba = 7, .blocks = 1, .slice_length = 4096}));
 }
 
@@ -35,8 +35,8 @@ TEST(MapReadTest, RefusesANegativeOffset) {
 }
 
 TEST(MapWriteTest, WritesWholeBlocks) {
-  EXPECT_EQ(MapWrite(4096, 2 * 4096, kCapacity, kBlock),
-            (MappedIo{.lba = 1, .blocks = 2, .slice_length = 2 * 4096}));
+  EXPECT_EQ(MapWrite(4096, size_t{2} * 4096, kCapacity, kBlock),
+            (MappedIo{.lba = 1, .blocks = 2, .slice_length = size_t{2} * 4096}));
 }
 
 TEST(MapWriteTest, RefusesPartialBlocksRatherThanRounding) {
@@ -46,7 +46,7 @@ TEST(MapWriteTest, RefusesPartialBlocksRatherThanRounding) {
 }
 
 TEST(MapWriteTest, IsShortAtTheEndAndRefusedPastIt) {
-  EXPECT_EQ(MapWrite(kCapacity - 4096, 2 * 4096, kCapacity, kBlock),
+  EXPECT_EQ(MapWrite(kCapacity - 4096, size_t{2} * 4096, kCapacity, kBlock),
             (MappedIo{.lba = 7, .blocks = 1, .slice_length = 4096}));
   EXPECT_EQ(MapWrite(kCapacity, 4096, kCapacity, kBlock).error, ENOSPC);
 }

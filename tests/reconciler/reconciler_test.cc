@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include <absl/strings/match.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,7 +20,6 @@ using stagehand::testing::IsOk;
 using stagehand::testing::ManualClock;
 using stagehand::testing::MemoryActualStore;
 using ::testing::ElementsAre;
-using ::testing::Field;
 using ::testing::HasSubstr;
 
 VolumeSpec Spec(const std::string& name, std::vector<PublishTarget> publish) {
@@ -488,7 +488,7 @@ TEST_F(ReconcilerTest, ARenamedVolumeWaitsForItsOldNameToBeTornDown) {
   WaitUntil([](const auto& s) {
     const auto* v = Find(s, "v9");
     const auto* old = Find(s, "v1");
-    return v != nullptr && v->blocked.find("torn down") != std::string::npos && old != nullptr &&
+    return v != nullptr && absl::StrContains(v->blocked, "torn down") && old != nullptr &&
            old->attempts == 1 && old->in_flight.empty();
   });
   clock_.Advance(std::chrono::seconds(1));

@@ -18,6 +18,7 @@
 #include <functional>
 #include <mutex>
 
+#include <absl/strings/match.h>
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -281,7 +282,7 @@ TEST_F(PluginWatcherTest, MarksAPluginUnhealthyWhenProbeFailsAndHealthyWhenItAns
   plugin->StopEndpoint();
   ASSERT_TRUE(observer_.WaitUntil([](const Registry& r) {
     auto p = r.Find("a.test.dev");
-    return p && !p->healthy() && p->last_error().find("ready") == std::string::npos;
+    return p && !p->healthy() && !absl::StrContains(p->last_error(), "ready");
   }));
   plugin->SetReady(true);
   ASSERT_THAT(plugin->ServeEndpoint(), IsOk());
