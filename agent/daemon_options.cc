@@ -62,6 +62,21 @@ absl::StatusOr<DaemonOptions> ResolveDaemonOptions(DaemonOptions options,
   if (options.agent_socket.empty()) {
     options.agent_socket = JoinPath(options.runtime_dir, "agent.sock");
   }
+  // Each socket needs a path of its own: one would replace the other, and their locks (which
+  // never conflict within one process) would not notice.
+  const std::string csi_socket = *registration::EndpointSocketPath(options.csi_endpoint);
+  const std::string registration_socket =
+      JoinPath(options.registration_dir, absl::StrCat(options.driver_name, "-reg.sock"));
+  if (options.agent_socket == csi_socket || options.agent_socket == registration_socket) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--agent-socket '", options.agent_socket,
+                     "' is also the CSI or the registration socket; give it a path of its own"));
+  }
+  if (registration_socket == csi_socket) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--registration-dir: the registration socket '", registration_socket,
+                     "' would be the CSI socket (--csi-endpoint); use another directory"));
+  }
   if (options.session_bundle_dir.empty() && kubernetes) {
     // Not under /run: many distributions mount it noexec. The kubelet's plugin directory is a
     // host path the pod mounts at the same place, and executable.

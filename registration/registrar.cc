@@ -71,6 +71,14 @@ absl::StatusOr<std::unique_ptr<Registrar>> Registrar::Start(RegistrarOptions opt
                      registrar->options_.driver_name, "'?"));
   }
   SH_RETURN_IF_ERROR(registrar->Serve());
+  {
+    // From here on server_ is the re-creator's (a rejection may have come in already).
+    MutexLock lock(registrar->mu_);
+    registrar->started_ = true;
+    if (registrar->recreate_pending_) {
+      registrar->StartRecreator();
+    }
+  }
   return registrar;
 }
 
@@ -155,7 +163,7 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
 }
 
 void Registrar::StartRecreator() {
-  if (recreating_ || stopping_) {
+  if (recreating_ || stopping_ || !started_) {
     return;
   }
   if (recreator_.joinable()) {

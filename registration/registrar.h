@@ -71,7 +71,7 @@ class Registrar {
   absl::Status Serve();
   void OnStatus(bool registered, const std::string& error);
   void RecordStatus(bool registered, const std::string& error);
-  // Starts recreator_ unless it runs or the registrar is stopping.
+  // Starts recreator_ unless it runs, the registrar is stopping or Start has not finished.
   void StartRecreator() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Recreate(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -91,6 +91,8 @@ class Registrar {
   std::jthread recreator_ ABSL_GUARDED_BY(mu_);
   bool recreating_ ABSL_GUARDED_BY(mu_) = false;  // recreator_ runs and has not finished.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Start has set server_: no re-creator runs before (it shuts server_ down and replaces it).
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace stagehand::registration

@@ -104,6 +104,17 @@ TEST(ResolveDaemonOptionsTest, RefusesWhatCannotWorkWithTheFlagToFix) {
     o.iscsi_transport = "rdma";
     cases.push_back({"transport", o, "--iscsi-transport 'rdma'"});
   }
+  {
+    DaemonOptions o = Standalone();
+    o.agent_socket = "/var/lib/sh/plugins/iscsi.stagehand.dev/csi.sock";
+    cases.push_back({"agent socket is the CSI socket", o, "--agent-socket"});
+  }
+  {
+    DaemonOptions o = Standalone();
+    o.registration_dir = "/run/reg";
+    o.csi_endpoint = "unix:///run/reg/iscsi.stagehand.dev-reg.sock";
+    cases.push_back({"registration socket is the CSI socket", o, "--registration-dir"});
+  }
   for (const Case& c : cases) {
     auto o = ResolveDaemonOptions(c.options, "node-1");
     ASSERT_FALSE(o.ok()) << c.name;
