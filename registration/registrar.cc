@@ -107,7 +107,10 @@ Registrar::~Registrar() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
   }
-  (void)RemoveFileIfExists(socket_path_);
+  // Only a socket of ours: a Start refused because another process serves it leaves it be.
+  if (served_) {
+    (void)RemoveFileIfExists(socket_path_);
+  }
 }
 
 RegistrarStatus Registrar::status() const {
@@ -123,6 +126,7 @@ absl::Status Registrar::Serve() {
                         absl::StrCat("registration socket: ", served.status().message()));
   }
   server_ = std::move(*served);
+  served_ = true;
   return absl::OkStatus();
 }
 

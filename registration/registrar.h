@@ -80,6 +80,7 @@ class Registrar {
   std::string socket_path_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;  // Recreate thread only, after Start.
+  bool served_ = false;  // The socket file is ours to remove (same owner as server_).
 
   mutable Mutex mu_;
   std::condition_variable_any cv_;

@@ -25,6 +25,7 @@
 
 #include "base/file_io.h"
 #include "base/unique_fd.h"
+#include "base/unix_socket.h"
 #include "proto/agent.grpc.pb.h"
 #include "registration/plugin_info_validation.h"
 #include "registration/plugin_watcher.h"
@@ -309,6 +310,24 @@ TEST_F(PluginWatcherTest, ASecondSocketClaimingAHealthyDriverIsRejected) {
   EXPECT_THAT(told[0].error, HasSubstr("already registered"));
   EXPECT_THAT(told[0].error, HasSubstr(first->registration_path()));
   EXPECT_EQ(registry_.Find("same.test.dev")->socket_path(), first->registration_path());
+}
+
+TEST_F(PluginWatcherTest, ASecondRegistrarForTheSameDriverLeavesTheFirstOnesSocket) {
+  auto endpoint = std::make_unique<FakePlugin>(root_, root_, "dup", "dup.test.dev");
+  ASSERT_THAT(endpoint->ServeEndpoint(), IsOk());
+  RegistrarOptions options;
+  options.registration_dir = registry_dir_;
+  options.driver_name = "dup.test.dev";
+  options.endpoint = endpoint->endpoint_path();
+  auto first = Registrar::Start(options, nullptr);
+  ASSERT_THAT(first.status(), IsOk());
+  const std::string socket = registry_dir_ + "/dup.test.dev-reg.sock";
+  ASSERT_THAT(CheckListening(socket), IsOk());
+
+  auto second = Registrar::Start(options, nullptr);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  // The refused one must not take the live socket of the first with it.
+  EXPECT_THAT(CheckListening(socket), IsOk());
 }
 
 // Our registrar, rejected because another healthy socket holds its name, re-creates its socket
