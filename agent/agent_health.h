@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "agent/manifest_source.h"
 #include "agent/registrar_record.h"
 #include "base/status.h"
 #include "reconciler/reconciler.h"
 #include "reconciler/volume_phase.h"
 #include "registration/registry.h"
+#include "standalone/manifest_source.h"
 
 namespace stagehand::agent {
 
@@ -40,7 +40,7 @@ class AgentHealth {
     // Standalone (stagehand watches plugins and reconciles); null in Kubernetes mode.
     const reconciler::Reconciler* reconciler = nullptr;
     const registration::Registry* registry = nullptr;
-    const ManifestSource* manifests = nullptr;
+    const standalone::ManifestSource* manifests = nullptr;
     // Always set: what the registering side told the built-in driver's registrar.
     const RegistrarRecord* registrar = nullptr;
   };

@@ -17,15 +17,10 @@
 
 #include "agent/agent_health.h"
 #include "agent/agent_service.h"
-#include "agent/csi_node_client.h"
-#include "agent/identity_service.h"
-#include "agent/initiator_name.h"
-#include "agent/manifest_source.h"
-#include "agent/manifest_volume_store.h"
 #include "agent/metrics.h"
-#include "agent/node_service.h"
 #include "agent/registrar_record.h"
 #include "agent/session_bundle.h"
+#include "agent/stats_collector.h"
 #include "agent/systemd_launcher.h"
 #include "agent/version.h"
 #include "base/file_io.h"
@@ -33,6 +28,9 @@
 #include "base/mutex.h"
 #include "base/paths.h"
 #include "base/unique_fd.h"
+#include "driver/identity_service.h"
+#include "driver/node_service.h"
+#include "iscsi/initiator_name.h"
 #include "iscsi/kernel_transport.h"
 #include "iscsi/transport_set.h"
 #include "iscsi/userspace_transport.h"
@@ -44,6 +42,9 @@
 #include "registration/registrar.h"
 #include "registration/registry.h"
 #include "registration/registry_files.h"
+#include "standalone/csi_node_client.h"
+#include "standalone/manifest_source.h"
+#include "standalone/manifest_volume_store.h"
 #include "systemd/notifier.h"
 
 namespace stagehand::agent {
@@ -90,7 +91,7 @@ absl::Status In(const std::string& what, const absl::Status& status) {
 }
 
 // Hands manifest events to the reconciler.
-class ReconcilerBridge final : public ManifestListener {
+class ReconcilerBridge final : public standalone::ManifestListener {
  public:
   explicit ReconcilerBridge(reconciler::Reconciler& reconciler) : reconciler_(reconciler) {}
 
@@ -158,8 +159,8 @@ class AgentDaemon final : public Daemon {
   std::string default_transport_;
   mounter::LibmountMounter mounter_;
   mounter::BlkidBlockProbe probe_;
-  std::unique_ptr<NodeService> node_;
-  std::unique_ptr<IdentityService> identity_;
+  std::unique_ptr<driver::NodeService> node_;
+  std::unique_ptr<driver::IdentityService> identity_;
   std::unique_ptr<grpc::Server> csi_server_;
 
   // The plugin registry and the watcher (standalone), which finds our own driver through the
@@ -173,13 +174,13 @@ class AgentDaemon final : public Daemon {
   std::unique_ptr<registration::PluginWatcher> watcher_;
 
   // Standalone: the reconciler keeps the declared volumes staged and published.
-  std::unique_ptr<ManifestVolumeStore> volume_store_;
-  std::unique_ptr<HostMountTable> mount_table_;
+  std::unique_ptr<standalone::ManifestVolumeStore> volume_store_;
+  std::unique_ptr<standalone::HostMountTable> mount_table_;
   OperationMetrics operation_metrics_;
-  std::unique_ptr<RegistryDriverDirectory> directory_;
+  std::unique_ptr<standalone::RegistryDriverDirectory> directory_;
   std::unique_ptr<reconciler::Reconciler> reconciler_;
   std::unique_ptr<ReconcilerBridge> bridge_;
-  std::unique_ptr<ManifestSource> manifests_;
+  std::unique_ptr<standalone::ManifestSource> manifests_;
 
   // What the agent reports, and where.
   std::unique_ptr<AgentHealth> health_;
@@ -198,9 +199,9 @@ absl::Status AgentDaemon::TakeLocks() {
   // Refuse to start rather than steal the socket or share the state of a running instance.
   SH_ASSIGN_OR_RETURN(state_lock_, LockFile(JoinPath(options_.state_dir, "stagehand.lock")));
   SH_ASSIGN_OR_RETURN(csi_socket_lock_, LockFile(absl::StrCat(csi_socket_, ".lock")));
-  SH_ASSIGN_OR_RETURN(initiator_,
-                      ResolveInitiatorName(options_.initiator_name, options_.iscsi_initiator_conf,
-                                           options_.state_dir));
+  SH_ASSIGN_OR_RETURN(
+      initiator_, iscsi::ResolveInitiatorName(options_.initiator_name,
+                                              options_.iscsi_initiator_conf, options_.state_dir));
   return absl::OkStatus();
 }
 
@@ -252,16 +253,17 @@ absl::Status AgentDaemon::StartTransports() {
 }
 
 absl::Status AgentDaemon::StartCsiServer() {
-  NodeServiceOptions node_options;
+  driver::NodeServiceOptions node_options;
   node_options.node_id = options_.node_id;
   node_options.max_volumes_per_node = options_.max_volumes_per_node;
   node_options.replacement_timeout_seconds = options_.replacement_timeout;
   node_options.initiator_name = initiator_;
   node_options.state_dir = options_.state_dir;
   node_options.runtime_dir = options_.runtime_dir;
-  node_ = std::make_unique<NodeService>(
-      NodeServiceDeps{*transport_, mounter_, probe_, nullptr, nullptr, nullptr}, node_options);
-  identity_ = std::make_unique<IdentityService>(options_.driver_name, kVersion);
+  node_ = std::make_unique<driver::NodeService>(
+      driver::NodeServiceDeps{*transport_, mounter_, probe_, nullptr, nullptr, nullptr},
+      node_options);
+  identity_ = std::make_unique<driver::IdentityService>(options_.driver_name, kVersion);
   // A socket file there is a stale one of a previous run: we hold its lock.
   SH_ASSIGN_OR_RETURN(csi_server_, ServeOnUnixSocket(csi_socket_, {identity_.get(), node_.get()}));
   Log().info("serving driver='{}' node='{}' endpoint='{}' initiator='{}' version={}",
@@ -317,12 +319,13 @@ absl::Status AgentDaemon::StartRegistration() {
 }
 
 absl::Status AgentDaemon::StartReconciler() {
-  directory_ = std::make_unique<RegistryDriverDirectory>(registry_, &operation_metrics_);
+  directory_ =
+      std::make_unique<standalone::RegistryDriverDirectory>(registry_, &operation_metrics_);
   if (!options_.watch_plugins) {
     return absl::OkStatus();
   }
-  volume_store_ = std::make_unique<ManifestVolumeStore>(options_.state_dir);
-  mount_table_ = std::make_unique<HostMountTable>(mounter_);
+  volume_store_ = std::make_unique<standalone::ManifestVolumeStore>(options_.state_dir);
+  mount_table_ = std::make_unique<standalone::HostMountTable>(mounter_);
   reconciler::ReconcilerOptions reconciler_options;
   reconciler_options.staging_root = options_.state_dir;
   reconciler_options.call_timeout = options_.csi_timeout;
@@ -343,8 +346,8 @@ absl::Status AgentDaemon::StartReconciler() {
   // A missing manifest directory is created only when no volume is managed yet; else it is
   // reported and every volume stays as it is (DesiredComplete comes with its first listing).
   const bool no_volumes = reconciler_->Status().volumes.empty();
-  auto source =
-      ManifestSource::Start(options_.manifest_dir, options_.state_dir, *bridge_, no_volumes);
+  auto source = standalone::ManifestSource::Start(options_.manifest_dir, options_.state_dir,
+                                                  *bridge_, no_volumes);
   if (!source.ok()) {
     return In("manifests", source.status());
   }

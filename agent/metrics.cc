@@ -6,32 +6,22 @@
 #include <prometheus/exposer.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <random>
 
 #include <absl/strings/str_cat.h>
-#include <spdlog/spdlog.h>
 
 #include "agent/agent_health.h"
-#include "agent/csi_node_client.h"
 #include "base/file_io.h"
-#include "base/log.h"
 #include "base/mutex.h"
 #include "base/paths.h"
 #include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
+#include "standalone/csi_node_client.h"
 
 namespace stagehand::agent {
 namespace {
-
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("metrics");
-  return log;
-}
 
 // gRPC's own code names, as the kubelet's csi_operations_seconds labels them.
 const char* GrpcCodeName(absl::StatusCode code) {
@@ -159,7 +149,7 @@ AgentCollectable::AgentCollectable(const reconciler::Reconciler* reconciler,
                                    const registration::Registry* registry, std::string sessions_dir)
     : reconciler_(reconciler), registry_(registry), sessions_dir_(std::move(sessions_dir)) {}
 
-void AgentCollectable::SetVolumeStats(std::vector<VolumeStatsSample> samples) {
+void AgentCollectable::SetVolumeStats(std::vector<standalone::VolumeStatsSample> samples) {
   MutexLock lock(mu_);
   stats_ = std::move(samples);
 }
@@ -284,22 +274,22 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
   struct Field {
     const char* name;
     const char* help;
-    int64_t VolumeStatsSample::*member;
+    int64_t standalone::VolumeStatsSample::*member;
   };
 
   static const Field kFields[] = {
       {"stagehand_volume_stats_capacity_bytes", "Capacity in bytes of the volume",
-       &VolumeStatsSample::capacity_bytes},
+       &standalone::VolumeStatsSample::capacity_bytes},
       {"stagehand_volume_stats_available_bytes", "Available bytes in the volume",
-       &VolumeStatsSample::available_bytes},
+       &standalone::VolumeStatsSample::available_bytes},
       {"stagehand_volume_stats_used_bytes", "Used bytes in the volume",
-       &VolumeStatsSample::used_bytes},
+       &standalone::VolumeStatsSample::used_bytes},
       {"stagehand_volume_stats_inodes", "Maximum number of inodes in the volume",
-       &VolumeStatsSample::inodes},
+       &standalone::VolumeStatsSample::inodes},
       {"stagehand_volume_stats_inodes_free", "Free inodes in the volume",
-       &VolumeStatsSample::inodes_free},
+       &standalone::VolumeStatsSample::inodes_free},
       {"stagehand_volume_stats_inodes_used", "Used inodes in the volume",
-       &VolumeStatsSample::inodes_used},
+       &standalone::VolumeStatsSample::inodes_used},
   };
   for (const auto& field : kFields) {
     auto f = Gauge(field.name, field.help);
@@ -318,93 +308,6 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
         s.abnormal ? 1 : 0);
   }
   out.push_back(std::move(abnormal));
-}
-
-StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconciler,
-                               RegistryDriverDirectory& drivers, AgentCollectable& sink)
-    : options_(options), reconciler_(reconciler), drivers_(drivers), sink_(sink) {
-  loop_ = std::jthread([this](const std::stop_token& token) {
-    std::mt19937_64 random(std::random_device{}());
-    std::uniform_real_distribution<double> jitter(0.9, 1.1);
-    Mutex mu;
-    std::condition_variable_any cv;
-    // The first round soon after start, then every period.
-    auto delay = std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
-    while (!token.stop_requested()) {
-      {
-        MutexLock lock(mu);
-        cv.wait_for(mu, token, delay, [] { return false; });
-      }
-      if (token.stop_requested()) {
-        return;
-      }
-      CollectOnce();
-      delay = std::chrono::milliseconds(
-          static_cast<int64_t>(static_cast<double>(options_.period.count()) * jitter(random)));
-    }
-  });
-}
-
-StatsCollector::~StatsCollector() {
-  loop_.request_stop();
-  if (loop_.joinable()) {
-    loop_.join();
-  }
-}
-
-void StatsCollector::CollectOnce() {
-  std::vector<VolumeStatsSample> work;
-  std::vector<std::string> handles;
-  for (const auto& v : reconciler_.Status().volumes) {
-    for (const auto& t : v.targets) {
-      if (t.state == "published") {
-        VolumeStatsSample s;
-        s.driver = v.driver;
-        s.volume = v.name;
-        s.target = t.target_path;
-        work.push_back(std::move(s));
-        handles.push_back(v.volume_handle);
-      }
-    }
-  }
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < work.size(); i = next++) {
-      auto client = drivers_.FindCsi(work[i].driver);
-      if (!client.ok()) {
-        continue;
-      }
-      if (auto s =
-              (*client)->GetVolumeStats(handles[i], work[i].target, options_.call_timeout, work[i]);
-          !s.ok()) {
-        Log().debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> threads;  // Joined at the end of the block.
-    const int n = std::min<int>(options_.concurrency, static_cast<int>(work.size()));
-    for (int i = 0; i < n; ++i) {
-      threads.emplace_back(worker);
-    }
-  }
-  // A dead data path must show where people look (agent status, volumes), not only in the
-  // stats: every volume with an answer gets its condition (abnormal if any target is).
-  std::map<std::string, std::string> conditions;  // Volume -> abnormal message ("" healthy).
-  for (const auto& s : work) {
-    if (!s.answered) {
-      continue;
-    }
-    auto it = conditions.try_emplace(s.volume, "").first;
-    if (s.abnormal && it->second.empty()) {
-      it->second =
-          s.condition_message.empty() ? "the driver reports it abnormal" : s.condition_message;
-    }
-  }
-  for (const auto& [volume, condition] : conditions) {
-    reconciler_.ReportCondition(volume, condition);
-  }
-  sink_.SetVolumeStats(std::move(work));
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(

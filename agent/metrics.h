@@ -9,8 +9,8 @@
 // - State is computed at scrape time by AgentCollectable: volumes by phase, plugins by health,
 //   userspace iSCSI sessions by state, their reconnects and identity mismatches, their data-path
 //   counters (stagehand_datapath_*_total by volume_id, from each session's counters file), and the
-//   last volume stats gathered by the StatsCollector (stagehand_volume_stats_*, the kubelet's
-//   names).
+//   last volume stats gathered by the StatsCollector (agent/stats_collector.h)
+//   (stagehand_volume_stats_*, the kubelet's names).
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
@@ -30,6 +30,7 @@
 
 #include "base/mutex.h"
 #include "base/status.h"
+#include "standalone/csi_node_client.h"
 
 namespace prometheus {
 class Exposer;
@@ -45,16 +46,13 @@ class Registry;
 
 namespace stagehand::agent {
 
-class CsiNodeClient;
-class RegistryDriverDirectory;
-
 // Thread-safe.
-class OperationMetrics {
+class OperationMetrics final : public standalone::CallObserver {
  public:
   OperationMetrics();
 
   void ObserveCsiCall(const std::string& driver, const std::string& method, absl::StatusCode code,
-                      std::chrono::steady_clock::duration elapsed);
+                      std::chrono::steady_clock::duration elapsed) override;
   void CountReconcileError(const std::string& driver, const std::string& operation);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
@@ -63,21 +61,6 @@ class OperationMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>* csi_seconds_;
   prometheus::Family<prometheus::Counter>* reconcile_errors_;
-};
-
-struct VolumeStatsSample {
-  std::string driver;
-  std::string volume;
-  std::string target;
-  int64_t capacity_bytes = -1;  // -1: not reported.
-  int64_t available_bytes = -1;
-  int64_t used_bytes = -1;
-  int64_t inodes = -1;
-  int64_t inodes_free = -1;
-  int64_t inodes_used = -1;
-  bool abnormal = false;
-  std::string condition_message;  // The driver's volume condition message, when abnormal.
-  bool answered = false;          // NodeGetVolumeStats succeeded (the fields above are real).
 };
 
 // Builds the state metrics at scrape time. Thread-safe. Pointers may be null (Kubernetes mode has
@@ -89,7 +72,7 @@ class AgentCollectable final : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
-  void SetVolumeStats(std::vector<VolumeStatsSample> samples);
+  void SetVolumeStats(std::vector<standalone::VolumeStatsSample> samples);
 
  private:
   // One group of families each, appended to `out`.
@@ -104,35 +87,7 @@ class AgentCollectable final : public prometheus::Collectable {
   const registration::Registry* registry_;
   std::string sessions_dir_;
   mutable Mutex mu_;
-  std::vector<VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
-};
-
-// Calls NodeGetVolumeStats for every published target every `period` (±10 % jitter), at most
-// `concurrency` calls at a time, and hands the samples to the collectable.
-class StatsCollector {
- public:
-  struct Options {
-    std::chrono::milliseconds period{std::chrono::seconds(60)};
-    int concurrency = 4;
-    std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
-  };
-
-  // Each round also tells `reconciler` the condition of every volume it could ask about.
-  StatsCollector(Options options, reconciler::Reconciler& reconciler,
-                 RegistryDriverDirectory& drivers, AgentCollectable& sink);
-  ~StatsCollector();
-  StatsCollector(const StatsCollector&) = delete;
-  StatsCollector& operator=(const StatsCollector&) = delete;
-
-  // One round now (also used by the loop).
-  void CollectOnce();
-
- private:
-  Options options_;
-  reconciler::Reconciler& reconciler_;
-  RegistryDriverDirectory& drivers_;
-  AgentCollectable& sink_;
-  std::jthread loop_;
+  std::vector<standalone::VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
 };
 
 // The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:

@@ -2,7 +2,7 @@
 # and configures CPack to build a Debian package:
 #   cmake -S . -B build-pkg -G Ninja -DCMAKE_INSTALL_PREFIX=/usr -DSH_BUILD_TESTS=OFF -DSH_BUILD_BENCH=OFF
 #   ninja -C build-pkg && (cd build-pkg && cpack -G DEB)
-# The binaries are installed by agent/CMakeLists.txt.
+# The programs are installed by agent/CMakeLists.txt and ctl/CMakeLists.txt.
 include(GNUInstallDirs)
 
 # With CMAKE_INSTALL_PREFIX=/usr this is /etc (GNUInstallDirs' special case), otherwise

@@ -5,10 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/manifest.h"
+#include "standalone/manifest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace stagehand::agent {
+namespace stagehand::standalone {
 namespace {
 
 using ::stagehand::testing::IsOk;
@@ -27,4 +27,4 @@ TEST(ExampleManifestTest, PackagedExampleVolumeParses) {
 }
 
 }  // namespace
-}  // namespace stagehand::agent
+}  // namespace stagehand::standalone

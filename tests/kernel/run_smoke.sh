@@ -9,7 +9,7 @@
 #                             [--kernel-package PKG]
 #
 #   --stagehand PATH   binary to run with --version in the guest
-#                      (default: build/agent/stagehand of this checkout)
+#                      (default: build/bin/stagehand of this checkout)
 #   --no-stagehand     skip that check
 #   --no-multipath     single path only (no second portal, no multipathd)
 #   --xfs              also check xfs on a sparse 512 MiB LUN 2 (slower: loads xfs.ko)
@@ -22,7 +22,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=tgt.sh
 source "$HERE/tgt.sh"
 
-stagehand=$REPO/build/agent/stagehand
+stagehand=$REPO/build/bin/stagehand
 multipath=1
 xfs=0
 guest_args=()

@@ -9,8 +9,8 @@
 #                                 [--timeout SECS] [--log FILE] [--append "k=v ..."]
 #                                 [--kernel-package PKG] [--test SCRIPT]
 #
-#   --stagehand PATH     default: build/agent/stagehand of this checkout
-#   --stagehandctl PATH  default: build/agent/stagehandctl of this checkout
+#   --stagehand PATH     default: build/bin/stagehand of this checkout
+#   --stagehandctl PATH  default: build/bin/stagehandctl of this checkout
 #   --test SCRIPT        run another guest script against the same target (debugging)
 #   --cache, --timeout, --log, --append and --kernel-package go to guest.sh
 #                        (--append "sh.trace=1" traces the test).
@@ -35,8 +35,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=tgt.sh
 source "$HERE/tgt.sh"
 
-stagehand=$REPO/build/agent/stagehand
-stagehandctl=$REPO/build/agent/stagehandctl
+stagehand=$REPO/build/bin/stagehand
+stagehandctl=$REPO/build/bin/stagehandctl
 test_script=$HERE/transport_test.sh
 guest_args=()
 while [[ $# -gt 0 ]]; do

@@ -1,0 +1,114 @@
+#include "agent/stats_collector.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "base/log.h"
+#include "base/mutex.h"
+#include "reconciler/reconciler.h"
+
+namespace stagehand::agent {
+namespace {
+
+// This component's logger (base/log.h).
+spdlog::logger& Log() {
+  static spdlog::logger& log = ComponentLog("stats");
+  return log;
+}
+
+}  // namespace
+
+StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconciler,
+                               standalone::RegistryDriverDirectory& drivers, AgentCollectable& sink)
+    : options_(options), reconciler_(reconciler), drivers_(drivers), sink_(sink) {
+  loop_ = std::jthread([this](const std::stop_token& token) {
+    std::mt19937_64 random(std::random_device{}());
+    std::uniform_real_distribution<double> jitter(0.9, 1.1);
+    Mutex mu;
+    std::condition_variable_any cv;
+    // The first round soon after start, then every period.
+    auto delay = std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
+    while (!token.stop_requested()) {
+      {
+        MutexLock lock(mu);
+        cv.wait_for(mu, token, delay, [] { return false; });
+      }
+      if (token.stop_requested()) {
+        return;
+      }
+      CollectOnce();
+      delay = std::chrono::milliseconds(
+          static_cast<int64_t>(static_cast<double>(options_.period.count()) * jitter(random)));
+    }
+  });
+}
+
+StatsCollector::~StatsCollector() {
+  loop_.request_stop();
+  if (loop_.joinable()) {
+    loop_.join();
+  }
+}
+
+void StatsCollector::CollectOnce() {
+  std::vector<standalone::VolumeStatsSample> work;
+  std::vector<std::string> handles;
+  for (const auto& v : reconciler_.Status().volumes) {
+    for (const auto& t : v.targets) {
+      if (t.state == "published") {
+        standalone::VolumeStatsSample s;
+        s.driver = v.driver;
+        s.volume = v.name;
+        s.target = t.target_path;
+        work.push_back(std::move(s));
+        handles.push_back(v.volume_handle);
+      }
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < work.size(); i = next++) {
+      auto client = drivers_.FindCsi(work[i].driver);
+      if (!client.ok()) {
+        continue;
+      }
+      if (auto s =
+              (*client)->GetVolumeStats(handles[i], work[i].target, options_.call_timeout, work[i]);
+          !s.ok()) {
+        Log().debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;  // Joined at the end of the block.
+    const int n = std::min<int>(options_.concurrency, static_cast<int>(work.size()));
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back(worker);
+    }
+  }
+  // A dead data path must show where people look (agent status, volumes), not only in the
+  // stats: every volume with an answer gets its condition (abnormal if any target is).
+  std::map<std::string, std::string> conditions;  // Volume -> abnormal message ("" healthy).
+  for (const auto& s : work) {
+    if (!s.answered) {
+      continue;
+    }
+    auto it = conditions.try_emplace(s.volume, "").first;
+    if (s.abnormal && it->second.empty()) {
+      it->second =
+          s.condition_message.empty() ? "the driver reports it abnormal" : s.condition_message;
+    }
+  }
+  for (const auto& [volume, condition] : conditions) {
+    reconciler_.ReportCondition(volume, condition);
+  }
+  sink_.SetVolumeStats(std::move(work));
+}
+
+}  // namespace stagehand::agent

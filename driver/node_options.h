@@ -1,0 +1,37 @@
+#pragma once
+
+// What the built-in driver's node service is configured with and works through.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "iscsi/transport.h"
+#include "mounter/block_probe.h"
+#include "mounter/mounter.h"
+
+namespace stagehand::driver {
+
+struct NodeServiceOptions {
+  std::string node_id;
+  int64_t max_volumes_per_node = 0;            // 0: unlimited.
+  uint32_t replacement_timeout_seconds = 120;  // Unless the volume context says otherwise.
+  std::string initiator_name;
+  std::string state_dir;    // Holds volumes/ (records) and format-intents/.
+  std::string runtime_dir;  // Holds sessions/<hash>/ of session processes.
+};
+
+struct NodeServiceDeps {
+  iscsi::Transport& transport;
+  mounter::Mounter& mounter;
+  mounter::BlockProbe& probe;
+  // mkfs and fsck; default to mounter::Format / mounter::Check.
+  std::function<absl::Status(const std::string&, std::string_view)> format;
+  std::function<absl::Status(const std::string&, std::string_view)> check;
+  // Grows a filesystem (device, mount path, fs type); defaults to mounter::Grow.
+  std::function<absl::Status(const std::string&, const std::string&, std::string_view)> grow;
+};
+
+}  // namespace stagehand::driver

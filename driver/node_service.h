@@ -1,0 +1,78 @@
+#pragma once
+
+// The CSI Node service of the built-in iSCSI driver, as a thin adapter: it validates a request,
+// converts it to domain values, takes the volume's lock, and maps the outcome to the code the CSI
+// spec names. The staging pipeline is VolumeStager, the usable-or-not checks VolumeHealth, the
+// LUN claims lun_claims.h and the target-path checks target_path.h. Thread-safe: gRPC calls it
+// from many threads; one operation per volume runs at a time (others get ABORTED).
+
+#include <string>
+#include <vector>
+
+#include "driver/node_options.h"
+#include "driver/volume_health.h"
+#include "driver/volume_locks.h"
+#include "driver/volume_stager.h"
+#include "driver/volume_store.h"
+#include "proto/csi.grpc.pb.h"
+
+namespace stagehand::driver {
+
+class NodeService final : public csi::v1::Node::Service {
+ public:
+  // `deps` must outlive the service.
+  NodeService(NodeServiceDeps deps, NodeServiceOptions options);
+
+  grpc::Status NodeStageVolume(grpc::ServerContext* ctx, const csi::v1::NodeStageVolumeRequest* req,
+                               csi::v1::NodeStageVolumeResponse* resp) override;
+  grpc::Status NodeUnstageVolume(grpc::ServerContext* ctx,
+                                 const csi::v1::NodeUnstageVolumeRequest* req,
+                                 csi::v1::NodeUnstageVolumeResponse* resp) override;
+  grpc::Status NodePublishVolume(grpc::ServerContext* ctx,
+                                 const csi::v1::NodePublishVolumeRequest* req,
+                                 csi::v1::NodePublishVolumeResponse* resp) override;
+  grpc::Status NodeUnpublishVolume(grpc::ServerContext* ctx,
+                                   const csi::v1::NodeUnpublishVolumeRequest* req,
+                                   csi::v1::NodeUnpublishVolumeResponse* resp) override;
+  grpc::Status NodeGetVolumeStats(grpc::ServerContext* ctx,
+                                  const csi::v1::NodeGetVolumeStatsRequest* req,
+                                  csi::v1::NodeGetVolumeStatsResponse* resp) override;
+  grpc::Status NodeExpandVolume(grpc::ServerContext* ctx,
+                                const csi::v1::NodeExpandVolumeRequest* req,
+                                csi::v1::NodeExpandVolumeResponse* resp) override;
+  grpc::Status NodeGetCapabilities(grpc::ServerContext* ctx,
+                                   const csi::v1::NodeGetCapabilitiesRequest* req,
+                                   csi::v1::NodeGetCapabilitiesResponse* resp) override;
+  grpc::Status NodeGetInfo(grpc::ServerContext* ctx, const csi::v1::NodeGetInfoRequest* req,
+                           csi::v1::NodeGetInfoResponse* resp) override;
+
+  // The operations behind the RPCs, as absl::Status (for tests and the logging wrapper).
+  absl::Status Stage(const csi::v1::NodeStageVolumeRequest& req);
+  absl::Status Unstage(const csi::v1::NodeUnstageVolumeRequest& req);
+  absl::Status Publish(const csi::v1::NodePublishVolumeRequest& req);
+  absl::Status Unpublish(const csi::v1::NodeUnpublishVolumeRequest& req);
+  absl::Status Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
+                     csi::v1::NodeGetVolumeStatsResponse* resp);
+  // Returns the new capacity in bytes.
+  absl::StatusOr<int64_t> Expand(const csi::v1::NodeExpandVolumeRequest& req);
+
+ private:
+  std::string RecordsDir() const;
+  std::vector<std::string> ReservedDirs() const;
+  // NodePublishVolume's checks of its paths (well-formed, not reserved, not in the staging
+  // path), and of the record it publishes (staged there, alive, as block or mount alike, no
+  // other flags at this target, one target for a single writer).
+  absl::Status CheckPublishPaths(const csi::v1::NodePublishVolumeRequest& req) const;
+  absl::Status CheckPublishable(const csi::v1::NodePublishVolumeRequest& req,
+                                const state::v1::VolumeRecord& rec, const CapabilitySpec& cap,
+                                bool readonly) const;
+
+  NodeServiceDeps deps_;
+  const NodeServiceOptions options_;
+  VolumeStore store_;
+  VolumeLocks locks_;
+  const VolumeHealth health_;
+  VolumeStager stager_;  // Uses deps_, options_ and store_.
+};
+
+}  // namespace stagehand::driver
