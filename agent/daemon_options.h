@@ -13,7 +13,7 @@
 namespace stagehand::agent {
 
 enum class Mode {
-  kStandalone,  // stagehand is the whole stack: registry watcher and (later) reconciler.
+  kStandalone,  // stagehand is the whole stack: registry watcher and reconciler.
   kKubernetes,  // The kubelet reconciles: kubelet paths, registrar only.
 };
 

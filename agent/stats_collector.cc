@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
 #include <random>
 #include <thread>
@@ -10,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/log.h"
-#include "base/mutex.h"
+#include "base/stoppable_sleep.h"
 #include "reconciler/reconciler.h"
 
 namespace stagehand::agent {
@@ -30,18 +29,9 @@ StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconcil
   loop_ = std::jthread([this](const std::stop_token& token) {
     std::mt19937_64 random(std::random_device{}());
     std::uniform_real_distribution<double> jitter(0.9, 1.1);
-    Mutex mu;
-    std::condition_variable_any cv;
     // The first round soon after start, then every period.
     auto delay = std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
-    while (!token.stop_requested()) {
-      {
-        MutexLock lock(mu);
-        cv.wait_for(mu, token, delay, [] { return false; });
-      }
-      if (token.stop_requested()) {
-        return;
-      }
+    while (SleepUnlessStopped(token, delay)) {
       CollectOnce();
       delay = std::chrono::milliseconds(
           static_cast<int64_t>(static_cast<double>(options_.period.count()) * jitter(random)));

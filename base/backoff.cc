@@ -13,6 +13,16 @@ const Clock& RealClock::Get() {
 RetrySchedule::RetrySchedule(const Clock& clock, BackoffPolicy policy, uint64_t seed)
     : clock_(clock), policy_(policy), random_(seed), next_attempt_(clock.Now()) {}
 
+std::chrono::milliseconds NextBaseDelay(const BackoffPolicy& policy,
+                                        std::chrono::milliseconds previous) {
+  if (previous.count() <= 0) {
+    return std::min(policy.initial, policy.max);
+  }
+  const double grown = static_cast<double>(previous.count()) * policy.multiplier;
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::min(grown, static_cast<double>(policy.max.count()))));
+}
+
 std::chrono::milliseconds RetrySchedule::BaseDelay(const BackoffPolicy& policy, int failures) {
   const double initial = static_cast<double>(policy.initial.count());
   const double max = static_cast<double>(policy.max.count());

@@ -1,8 +1,9 @@
 #pragma once
 
-// Exponential backoff with jitter, as used for plugin registration retries and (later) per-volume
-// operations: the first retry waits `initial`, each further failure doubles the wait up to `max`,
-// and every wait is spread by +/- `jitter` so that many failing peers do not retry in lockstep.
+// Exponential backoff with jitter, as used for plugin registration retries, per-volume operations
+// and (without jitter) iSCSI re-logins: the first retry waits `initial`, each further failure
+// doubles the wait up to `max`, and every wait is spread by +/- `jitter` so that many failing peers
+// do not retry in lockstep.
 
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,11 @@ struct BackoffPolicy {
   double multiplier = 2.0;
   double jitter = 0.2;  // Fraction of the delay, in [0, 1).
 };
+
+// The delay after `previous` without jitter: `initial` when `previous` is 0, else `previous` times
+// `multiplier`, at most `max`.
+std::chrono::milliseconds NextBaseDelay(const BackoffPolicy& policy,
+                                        std::chrono::milliseconds previous);
 
 // SplitMix64 (Steele, Lea and Flood, 2014): a UniformRandomBitGenerator with 8 bytes of state,
 // plenty for jitter. A std::mt19937_64 holds 2.5 KB, and there is a schedule per declared

@@ -1,8 +1,8 @@
 #pragma once
 
-// The CSI Node service of the built-in iSCSI driver, as a thin adapter: it validates a request,
-// converts it to domain values, takes the volume's lock, and maps the outcome to the code the CSI
-// spec names. The staging pipeline is VolumeStager, the usable-or-not checks VolumeHealth, the
+// The CSI Node service of the built-in iSCSI driver: it validates a request, converts it to
+// domain values, takes the volume's lock, runs the operation and maps the outcome to the code the
+// CSI spec names. The staging pipeline is VolumeStager, the usable-or-not checks VolumeHealth, the
 // LUN claims lun_claims.h and the target-path checks target_path.h. Thread-safe: gRPC calls it
 // from many threads; one operation per volume runs at a time (others get ABORTED).
 

@@ -2,7 +2,8 @@
 
 // Persisted per-volume records of the built-in driver: <dir>/<sha256(volume_id)>.json, mode
 // 0600, written atomically. The record is written before any side effect, so that a restarted
-// agent knows what to undo (DESIGN.md, safety rule 3).
+// agent knows what to undo, and it lives in the state directory (not tmpfs), so that it survives
+// a reboot.
 
 #include <optional>
 #include <string>

@@ -6,24 +6,32 @@
 
 #include <absl/strings/str_cat.h>
 
+#include "base/backoff.h"
+
 namespace stagehand::iscsi {
 namespace {
 
-constexpr int kFirstBackoffMs = 250;
-constexpr int kMaxBackoffMs = 5000;
+// Re-logins back off from 250 ms to 5 s, without jitter: one session per volume, so there is no
+// herd to spread.
+constexpr BackoffPolicy kLoginBackoff{.initial = std::chrono::milliseconds(250),
+                                      .max = std::chrono::milliseconds(5000),
+                                      .multiplier = 2.0,
+                                      .jitter = 0.0};
 constexpr auto kFlappingWithin = std::chrono::seconds(2);
 
 }  // namespace
 
 int NextLoginBackoffMs(int backoff_ms) {
-  return std::min(backoff_ms * 2, kMaxBackoffMs);
+  return static_cast<int>(
+      NextBaseDelay(kLoginBackoff, std::chrono::milliseconds(backoff_ms)).count());
 }
 
 int FlapBackoffMs(int previous_ms, std::chrono::steady_clock::duration since_last_reconnect) {
   if (since_last_reconnect >= kFlappingWithin) {
     return 0;
   }
-  return previous_ms == 0 ? kFirstBackoffMs : NextLoginBackoffMs(previous_ms);
+  return static_cast<int>(
+      NextBaseDelay(kLoginBackoff, std::chrono::milliseconds(previous_ms)).count());
 }
 
 Reconnector::Reconnector(ReconnectorOptions options, CommandQueue& queue, StatusBoard& board)
@@ -85,7 +93,7 @@ bool Reconnector::Reconnect(const Wait& wait) {
   if (flap_backoff_ms_ > 0 && !WaitFor(std::chrono::milliseconds(flap_backoff_ms_), wait)) {
     return false;
   }
-  int backoff_ms = kFirstBackoffMs;
+  int backoff_ms = static_cast<int>(kLoginBackoff.initial.count());
   size_t attempt = 0;
   while (true) {
     LoginParams params = options_.login;

@@ -7,7 +7,6 @@
 
 #include <array>
 #include <cerrno>
-#include <condition_variable>
 
 #include <absl/strings/str_cat.h>
 #include <absl/time/clock.h>
@@ -18,6 +17,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/paths.h"
+#include "base/stoppable_sleep.h"
 #include "base/time_format.h"
 #include "base/unix_socket.h"
 #include "registration/plugin_info_validation.h"
@@ -89,18 +89,11 @@ class SocketWorker {
         Log().debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
                     schedule_.failures(), delay.count());
       }
-      Wait(token, delay);
+      SleepUnlessStopped(token, delay);
     }
   }
 
  private:
-  // Waits `delay` or until stopped; false when stopped.
-  bool Wait(const std::stop_token& token, std::chrono::milliseconds delay) {
-    MutexLock lock(mu_);
-    cv_.wait_for(mu_, token, delay, [] { return false; });
-    return !token.stop_requested();
-  }
-
   absl::Status RegisterOnce(const std::stop_token& token, std::string& name,
                             std::shared_ptr<grpc::Channel>& endpoint_channel) {
     const CallTimeouts& t = options_.timeouts;
@@ -162,7 +155,7 @@ class SocketWorker {
 
   void MonitorHealth(const std::stop_token& token, const std::shared_ptr<grpc::Channel>& endpoint,
                      const std::string& name) {
-    while (Wait(token, options_.probe_period)) {
+    while (SleepUnlessStopped(token, options_.probe_period)) {
       const absl::Status probe = ProbePlugin(endpoint, options_.timeouts.call, token);
       if (token.stop_requested()) {
         return;
@@ -189,8 +182,6 @@ class SocketWorker {
   Registry& registry_;
   RetrySchedule schedule_;
   std::string last_error_;
-  Mutex mu_;
-  std::condition_variable_any cv_;
 };
 
 }  // namespace

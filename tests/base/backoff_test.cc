@@ -88,5 +88,13 @@ TEST(SplitMix64Test, GivesTheReferenceSequence) {
   EXPECT_EQ(random(), 0x06c45d188009454fULL);
 }
 
+TEST(NextBaseDelayTest, StartsAtInitialAndGrowsUpToMax) {
+  const BackoffPolicy policy{.initial = milliseconds(250), .max = milliseconds(5000)};
+  EXPECT_EQ(NextBaseDelay(policy, milliseconds(0)), milliseconds(250));
+  EXPECT_EQ(NextBaseDelay(policy, milliseconds(250)), milliseconds(500));
+  EXPECT_EQ(NextBaseDelay(policy, milliseconds(4000)), milliseconds(5000));
+  EXPECT_EQ(NextBaseDelay(policy, milliseconds(5000)), milliseconds(5000));
+}
+
 }  // namespace
 }  // namespace stagehand
