@@ -10,24 +10,20 @@
 //
 // Exit status: 0 success, 1 the call failed ("error: NOT_FOUND: …"), 2 usage error.
 
-#include <sys/ioctl.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <chrono>
-#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include "ctl/agent_commands.h"
+#include "ctl/cli.h"
 #include "ctl/format.h"
 #include "ctl/iscsi_probe.h"
 #include "iscsi/target_spec.h"
@@ -37,15 +33,14 @@
 
 namespace {
 
-constexpr int kUsage = 2;
-constexpr uint32_t kWatchWaitMs = 30'000;
-
-struct Common {
-  std::string endpoint;
-  std::string agent_socket = "/run/stagehand/agent.sock";
-  std::string output = "text";
-  int timeout_seconds = 120;
-};
+using stagehand::ctl::AgentArgs;
+using stagehand::ctl::Common;
+using stagehand::ctl::Context;
+using stagehand::ctl::Fail;
+using stagehand::ctl::kUsage;
+using stagehand::ctl::OutputWidth;
+using stagehand::ctl::Print;
+using stagehand::ctl::Usage;
 
 struct VolumeArgs {
   std::string volume_id;
@@ -63,11 +58,6 @@ struct VolumeArgs {
   int64_t capacity_bytes = 0;
 };
 
-struct AgentArgs {
-  bool watch = false;
-  bool wide = false;
-};
-
 struct IscsiArgs {
   std::string portal;
   std::string iqn;
@@ -77,56 +67,6 @@ struct IscsiArgs {
   std::vector<std::string> secrets;
   int timeout_seconds = 10;  // --timeout when given: each iSCSI step.
 };
-
-int Fail(const grpc::Status& s) {
-  // gRPC's codes are absl's, one for one.
-  std::cerr << "error: " << absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))
-            << ": " << s.error_message() << "\n";
-  return 1;
-}
-
-int Fail(const absl::Status& s) {
-  std::cerr << "error: " << absl::StatusCodeToString(s.code()) << ": " << s.message() << "\n";
-  return 1;
-}
-
-int Usage(const std::string& message) {
-  std::cerr << "error: " << message << "\n";
-  return kUsage;
-}
-
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &json, o);
-  return json;
-}
-
-void Print(const Common& c, const google::protobuf::Message& m, const std::string& text) {
-  std::cout << (c.output == "json" ? ToJson(m) : text) << std::flush;
-}
-
-// Where tables may cut their last column: the terminal's width, or 160 when not a terminal.
-// --wide: no limit.
-size_t OutputWidth(bool wide) {
-  if (wide) {
-    return 0;
-  }
-  winsize ws{};
-  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
-    return ws.ws_col;
-  }
-  return 160;
-}
-
-std::unique_ptr<grpc::ClientContext> Context(const Common& c, int extra_ms = 0) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(c.timeout_seconds) +
-                    std::chrono::milliseconds(extra_ms));
-  return ctx;
-}
 
 // Stage secrets: --secrets-file first, then --secret (which wins).
 absl::StatusOr<std::map<std::string, std::string>> LoadSecrets(
@@ -210,89 +150,6 @@ void AddIscsiFlags(CLI::App* cmd, IscsiArgs& a) {
                   "iqn.2026-11.dev.stagehand:stagehandctl)");
   cmd->add_option("--secrets-file", a.secrets_file, "YAML map of CHAP secrets");
   cmd->add_option("--secret", a.secrets, "CHAP secret key=value (repeatable)");
-}
-
-// ----- agent -----
-
-int AgentStatus(const Common& c, stagehand::agent::v1::Agent::Stub& stub) {
-  stagehand::agent::v1::AgentStatus r;
-  auto s = stub.GetStatus(Context(c).get(), {}, &r);
-  if (!s.ok()) {
-    return Fail(s);
-  }
-  Print(c, r, stagehand::ctl::FormatStatus(r));
-  return 0;
-}
-
-int AgentPlugins(const Common& c, const AgentArgs& a, stagehand::agent::v1::Agent::Stub& stub) {
-  stagehand::agent::v1::ListPluginsResponse r;
-  auto s = stub.ListPlugins(Context(c).get(), {}, &r);
-  if (!s.ok()) {
-    return Fail(s);
-  }
-  Print(c, r, stagehand::ctl::FormatPlugins(r, OutputWidth(a.wide)));
-  return 0;
-}
-
-std::string Now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::tm local{};
-  std::strftime(buf, sizeof(buf), "%H:%M:%S", localtime_r(&t, &local));
-  return buf;
-}
-
-int AgentVolumes(const Common& c, const AgentArgs& a, stagehand::agent::v1::Agent::Stub& stub) {
-  stagehand::agent::v1::ListVolumesRequest req;
-  stagehand::agent::v1::ListVolumesResponse r;
-  auto s = stub.ListVolumes(Context(c).get(), req, &r);
-  if (!s.ok()) {
-    return Fail(s);
-  }
-  if (!a.watch) {
-    Print(c, r, stagehand::ctl::FormatVolumes(r, OutputWidth(a.wide)));
-    return 0;
-  }
-  // Long poll: each call answers when the generation passes ours, or after kWatchWaitMs with
-  // the same generation (nothing to print). Runs until interrupted.
-  bool unavailable = false;
-  for (;;) {
-    if (c.output != "json") {
-      std::cout << "--- " << Now() << " generation " << r.generation() << "\n";
-    }
-    Print(c, r, stagehand::ctl::FormatVolumes(r, OutputWidth(a.wide)));
-    const uint64_t shown = r.generation();
-    for (;;) {
-      req.set_after_generation(shown);
-      req.set_wait_ms(kWatchWaitMs);
-      r.Clear();
-      s = stub.ListVolumes(Context(c, static_cast<int>(kWatchWaitMs)).get(), req, &r);
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        // The agent restarts: say so once, and show whatever it has when it is back (its
-        // generation starts again, so do not wait for ours).
-        if (!unavailable) {
-          std::cerr << "agent unavailable (" << s.error_message() << "); retrying\n";
-          unavailable = true;
-        }
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        req.set_after_generation(0);
-        req.set_wait_ms(0);
-        r.Clear();
-        s = stub.ListVolumes(Context(c).get(), req, &r);
-        if (s.ok()) {
-          unavailable = false;
-          break;
-        }
-        continue;
-      }
-      if (!s.ok()) {
-        return Fail(s);
-      }
-      if (r.generation() != shown) {
-        break;
-      }
-    }
-  }
 }
 
 // ----- iscsi -----
@@ -453,12 +310,12 @@ int main(int argc, char** argv) {
     auto stub = stagehand::agent::v1::Agent::NewStub(grpc::CreateChannel(
         stagehand::ctl::UnixTarget(c.agent_socket), grpc::InsecureChannelCredentials()));
     if (*a_status) {
-      return AgentStatus(c, *stub);
+      return stagehand::ctl::AgentStatus(c, *stub);
     }
     if (*a_volumes) {
-      return AgentVolumes(c, ag, *stub);
+      return stagehand::ctl::AgentVolumes(c, ag, *stub);
     }
-    return AgentPlugins(c, ag, *stub);
+    return stagehand::ctl::AgentPlugins(c, ag, *stub);
   }
   if (*iscsi) {
     if (timeout->count() > 0) {

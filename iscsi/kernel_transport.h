@@ -48,6 +48,9 @@ class KernelTransport : public Transport {
   SessionHealth Health(const state::v1::SessionRecord& session) override;
 
  private:
+  // How long one iscsiadm or multipath(d) call may take.
+  static constexpr std::chrono::seconds kToolTimeout{20};
+
   absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv,
                                     std::chrono::seconds timeout) const;
   absl::Status Login(const AttachRequest& request, const Portal& portal, bool multipath);
