@@ -12,6 +12,7 @@
 #include "driver/lun_claims.h"
 #include "driver/target_path.h"
 #include "mounter/filesystem.h"
+#include "mounter/filesystem_health.h"
 #include "mounter/volume_stats.h"
 #include "proto/grpc_status.h"
 
@@ -412,8 +413,9 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   }
   const VolumeRecord& rec = *existing;
   bool known = rec.staging_path() == req.volume_path();
-  bool readonly_requested = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
-                            rec.access_mode() == "MULTI_NODE_READER_ONLY";
+  const bool reader_only = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
+                           rec.access_mode() == "MULTI_NODE_READER_ONLY";
+  bool readonly_requested = reader_only;
   for (const auto& p : rec.publishes()) {
     if (p.target_path() == req.volume_path()) {
       known = true;
@@ -450,7 +452,18 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
     inodes->set_total(st->inodes);
     inodes->set_available(st->inodes_free);
     inodes->set_used(st->inodes_used);
-    if (st->read_only && !readonly_requested) {
+    // The staging mount and every bind of it share one superblock: its options and error
+    // counter say whether the filesystem still takes writes (statvfs does not show emergency_ro).
+    std::optional<mounter::FilesystemProblem> failed;
+    if (auto mount = deps_.mounter.Find(req.volume_path()); mount.ok() && mount->has_value()) {
+      const bool staged_writable =
+          !reader_only && std::find(rec.mount_flags().begin(), rec.mount_flags().end(), "ro") ==
+                              rec.mount_flags().end();
+      failed = mounter::CheckFilesystem(**mount, staged_writable);
+    }
+    if (failed.has_value()) {
+      problems.push_back(failed->message);
+    } else if (st->read_only && !readonly_requested) {
       problems.emplace_back(
           "the filesystem is read-only although it was mounted read-write "
           "(I/O errors made the kernel remount it; check the target and dmesg)");

@@ -73,6 +73,7 @@ absl::StatusOr<std::vector<MountEntry>> ReadMountTable(const std::string& path) 
     e.info.target = OrEmpty(mnt_fs_get_target(fs));
     e.info.fstype = OrEmpty(mnt_fs_get_fstype(fs));
     e.info.options = OrEmpty(mnt_fs_get_options(fs));
+    e.info.fs_options = OrEmpty(mnt_fs_get_fs_options(fs));
     e.info.root = OrEmpty(mnt_fs_get_root(fs));
     e.id = mnt_fs_get_id(fs);
     e.parent_id = mnt_fs_get_parent_id(fs);

@@ -20,11 +20,12 @@ struct MountRequest {
 
 // One line of /proc/self/mountinfo.
 struct MountInfo {
-  std::string source;   // Mount source as the kernel reports it ("/dev/loop3", "tmpfs", …).
-  std::string target;   // Mount point.
-  std::string fstype;   // "ext4", "xfs", "tmpfs", …
-  std::string options;  // Per-mount (VFS) and superblock options, comma-joined.
-  std::string root;     // Path within the filesystem that is mounted ("/" unless a bind mount).
+  std::string source;      // Mount source as the kernel reports it ("/dev/loop3", "tmpfs", …).
+  std::string target;      // Mount point.
+  std::string fstype;      // "ext4", "xfs", "tmpfs", …
+  std::string options;     // Per-mount (VFS) and superblock options, comma-joined.
+  std::string fs_options;  // Superblock options alone ("rw,errors=remount-ro,emergency_ro").
+  std::string root;        // Path within the filesystem that is mounted ("/" unless a bind mount).
 };
 
 // Mounts, unmounts and lists filesystems in the caller's mount namespace.

@@ -14,6 +14,17 @@ namespace stagehand::testing {
 
 class FakeMounter : public mounter::Mounter {
  public:
+  static mounter::MountInfo Entry(std::string source, std::string target, std::string fstype,
+                                  std::string options) {
+    mounter::MountInfo m;
+    m.source = std::move(source);
+    m.target = std::move(target);
+    m.fstype = std::move(fstype);
+    m.options = std::move(options);
+    m.root = "/";
+    return m;
+  }
+
   absl::Status Mount(const mounter::MountRequest& req) override {
     SH_RETURN_IF_ERROR(TakeInjected());
     auto it = table_.find(req.target);
@@ -22,7 +33,7 @@ class FakeMounter : public mounter::Mounter {
                  ? absl::OkStatus()
                  : absl::FailedPreconditionError("target holds a different mount");
     }
-    table_[req.target] = {req.source, req.target, req.fstype, "", "/"};
+    table_[req.target] = Entry(req.source, req.target, req.fstype, "");
     ++mounts_;
     return absl::OkStatus();
   }
@@ -40,7 +51,7 @@ class FakeMounter : public mounter::Mounter {
       return it->second.source == shown ? absl::OkStatus()
                                         : absl::FailedPreconditionError("different mount");
     }
-    table_[target] = {shown, target, "bind", readonly ? "ro" : "rw", "/"};
+    table_[target] = Entry(shown, target, "bind", readonly ? "ro" : "rw");
     return absl::OkStatus();
   }
 

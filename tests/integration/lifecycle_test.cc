@@ -5,10 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
@@ -158,6 +163,69 @@ TEST_F(LifecycleTest, StatsReportBytesInodesAndANormalCondition) {
   EXPECT_EQ(Stats("no-such-volume", target, &missing).error_code(), Code::NOT_FOUND);
   EXPECT_TRUE(Unpublish("vol-s", target).ok());
   EXPECT_TRUE(Unstage("vol-s", Staging("vol-s")).ok());
+}
+
+// The source of the mount at `target` in /proc/self/mountinfo ("/dev/loop3"), or "".
+std::string MountSource(const std::string& target) {
+  auto table = ReadFileToString("/proc/self/mountinfo");
+  if (!table.ok()) {
+    return "";
+  }
+  std::istringstream lines(*table);
+  std::string line;
+  std::string source;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (f.size() > 4 && f[4] == target && dash != f.end() && dash + 2 < f.end()) {
+      source = *(dash + 2);  // The last (topmost) mount there wins.
+    }
+  }
+  return source;
+}
+
+TEST_F(LifecycleTest, AFailedFilesystemIsAbnormalUntilItIsStagedAgain) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  auto stage = StageRequest("vol-f");
+  stage.mutable_volume_capability()->mutable_mount()->add_mount_flags("errors=remount-ro");
+  ASSERT_TRUE(Stage(stage).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-f", target)).ok());
+  csi::v1::NodeGetVolumeStatsResponse resp;
+  ASSERT_TRUE(Stats("vol-f", target, &resp).ok());
+  ASSERT_FALSE(resp.volume_condition().abnormal()) << resp.volume_condition().message();
+
+  // An ext4 error as I/O errors cause it: with errors=remount-ro the kernel aborts the journal
+  // and marks the superblock emergency_ro, which statvfs does not show.
+  const std::string device = MountSource(Staging("vol-f"));
+  ASSERT_EQ(device.rfind("/dev/", 0), 0U) << device;
+  const std::string trigger =
+      "/sys/fs/ext4/" + device.substr(device.rfind('/') + 1) + "/trigger_fs_error";
+  { std::ofstream(trigger) << "stagehand lifecycle test\n"; }
+  const int fd = open((target + "/after").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  EXPECT_EQ(fd < 0 ? errno : 0, EROFS) << "the filesystem must refuse writes now";
+  if (fd >= 0) {
+    close(fd);
+  }
+  for (const std::string& path : {target, Staging("vol-f")}) {
+    resp.Clear();
+    ASSERT_TRUE(Stats("vol-f", path, &resp).ok());
+    EXPECT_TRUE(resp.volume_condition().abnormal()) << path;
+    EXPECT_THAT(resp.volume_condition().message(), ::testing::HasSubstr("emergency_ro")) << path;
+  }
+
+  // What the message tells the user to do: unpublish and unstage (the pods restarted); the next
+  // stage checks the filesystem and it is healthy again.
+  ASSERT_EQ(Unpublish("vol-f", target).error_code(), Code::OK);
+  ASSERT_EQ(Unstage("vol-f", Staging("vol-f")).error_code(), Code::OK);
+  ASSERT_TRUE(Stage(stage).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-f", target)).ok());
+  resp.Clear();
+  ASSERT_TRUE(Stats("vol-f", target, &resp).ok());
+  EXPECT_FALSE(resp.volume_condition().abnormal()) << resp.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-f", target).ok());
+  EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
 }
 
 TEST_F(LifecycleTest, ExpandPicksUpTheGrownLunAndGrowsXfsOnline) {
