@@ -36,7 +36,8 @@ VolumeStager::VolumeStager(const NodeServiceDeps& deps, const NodeServiceOptions
     : deps_(deps),
       options_(options),
       store_(store),
-      format_intents_(JoinPath(options.state_dir, "format-intents")) {}
+      format_intents_(JoinPath(options.state_dir, "format-intents"),
+                      VolumeStore::Records::kPartial) {}
 
 std::string VolumeStager::SessionsDir() const {
   return JoinPath(options_.runtime_dir, "sessions");

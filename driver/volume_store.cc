@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <google/protobuf/util/json_util.h>
 
 #include "base/file_io.h"
@@ -35,7 +36,37 @@ absl::StatusOr<std::optional<state::v1::VolumeRecord>> VolumeStore::Load(
     return absl::DataLossError(
         absl::StrCat("volume record '", path, "' is corrupt: ", std::string(parsed.message())));
   }
+  SH_RETURN_IF_ERROR(CheckRecord(record, path, volume_id));
   return record;
+}
+
+absl::Status VolumeStore::CheckRecord(const state::v1::VolumeRecord& record,
+                                      const std::string& path, const std::string& volume_id) const {
+  if (records_ == Records::kPartial) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> missing;
+  if (record.volume_id().empty()) {
+    missing.emplace_back("volume_id");
+  }
+  if (record.phase() == state::v1::VolumeRecord::PHASE_UNKNOWN) {
+    missing.emplace_back("phase");
+  }
+  if (record.staging_path().empty()) {
+    missing.emplace_back("staging_path");
+  }
+  if (!missing.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        "volume record '", path, "' lacks ", absl::StrJoin(missing, ", "),
+        ": stagehand cannot tell what it staged and leaves the volume as it is; check the "
+        "host's mounts and sessions, then repair or remove the record"));
+  }
+  if (record.volume_id() != volume_id) {
+    return absl::DataLossError(absl::StrCat("volume record '", path, "' names volume '",
+                                            record.volume_id(), "', not '", volume_id,
+                                            "'; it is left as it is"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status VolumeStore::Save(const state::v1::VolumeRecord& record) const {
@@ -64,7 +95,8 @@ std::vector<state::v1::VolumeRecord> VolumeStore::List(std::vector<std::string>*
     }
     auto text = ReadFileToString(JoinPath(dir_, name));
     state::v1::VolumeRecord record;
-    if (!text.ok() || !google::protobuf::util::JsonStringToMessage(*text, &record).ok()) {
+    if (!text.ok() || !google::protobuf::util::JsonStringToMessage(*text, &record).ok() ||
+        !CheckRecord(record, JoinPath(dir_, name), record.volume_id()).ok()) {
       if (errors != nullptr) {
         errors->push_back(JoinPath(dir_, name));
       }

@@ -16,10 +16,21 @@ namespace stagehand::driver {
 
 class VolumeStore {
  public:
-  // `dir` is created (0700) on first write.
-  explicit VolumeStore(std::string dir) : dir_(std::move(dir)) {}
+  // What a record must hold to be used.
+  enum class Records {
+    // Volume records: a record that parses but lacks its volume id, phase or staging path (or
+    // names another volume) cannot say what to undo, and is treated as unreadable.
+    kVolumes,
+    // Partial records (format intents): any record that parses.
+    kPartial,
+  };
 
-  // nullopt when there is no record. DataLoss when the record exists but cannot be parsed.
+  // `dir` is created (0700) on first write.
+  explicit VolumeStore(std::string dir, Records records = Records::kVolumes)
+      : dir_(std::move(dir)), records_(records) {}
+
+  // nullopt when there is no record. DataLoss when the record exists but cannot be parsed or
+  // lacks what it must hold; the message says which, and that the record is left as it is.
   absl::StatusOr<std::optional<state::v1::VolumeRecord>> Load(const std::string& volume_id) const;
 
   absl::Status Save(const state::v1::VolumeRecord& record) const;
@@ -36,7 +47,12 @@ class VolumeStore {
   const std::string& dir() const { return dir_; }
 
  private:
+  // DataLoss when `record`, read from `path` for `volume_id`, lacks what it must hold.
+  absl::Status CheckRecord(const state::v1::VolumeRecord& record, const std::string& path,
+                           const std::string& volume_id) const;
+
   std::string dir_;
+  Records records_;
 };
 
 }  // namespace stagehand::driver

@@ -160,6 +160,20 @@ TEST_F(NodeServiceTest, AnUnreadableRecordMakesTheLunCheckFailClosed) {
   EXPECT_EQ(transport_.attaches(), 0);
 }
 
+TEST_F(NodeServiceTest, ARecordLackingItsStagingPathIsDataLossAndUndoesNothing) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  ASSERT_TRUE(WriteFileAtomically(VolumeStore(root_ + "/state/volumes").PathFor("v1"),
+                                  R"({"volume_id":"v1"})", 0600)
+                  .ok());
+
+  auto s = Unstage("v1");
+
+  EXPECT_EQ(s.error_code(), Code::DATA_LOSS) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("lacks phase, staging_path"));
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1")) << "nothing is undone on a guess";
+  EXPECT_EQ(transport_.detaches(), 0);
+}
+
 TEST_F(NodeServiceTest, HalfDoneStageFromACrashIsCleanedUpAndRedone) {
   state::v1::VolumeRecord crashed;
   crashed.set_volume_id("v1");

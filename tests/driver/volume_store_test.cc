@@ -16,6 +16,7 @@ namespace {
 
 using ::stagehand::testing::IsOk;
 using ::stagehand::testing::StatusIs;
+using ::testing::HasSubstr;
 
 class VolumeStoreTest : public ::testing::Test {
  protected:
@@ -27,6 +28,7 @@ TEST_F(VolumeStoreTest, SavesLoadsListsAndRemoves) {
   VolumeStore store(dir_);
   state::v1::VolumeRecord r;
   r.set_volume_id("pvc-1/with:odd chars");
+  r.set_staging_path("/var/lib/stagehand/staging/pvc-1");
   r.set_phase(state::v1::VolumeRecord::STAGED);
 
   ASSERT_THAT(store.Save(r), IsOk());
@@ -55,6 +57,40 @@ TEST_F(VolumeStoreTest, CorruptRecordIsDataLossNotAbsence) {
   std::vector<std::string> errors;
   EXPECT_TRUE(store.List(&errors).empty());
   EXPECT_EQ(errors.size(), 1u);
+}
+
+TEST_F(VolumeStoreTest, ARecordLackingWhatUnstageNeedsIsDataLossNotAbsence) {
+  VolumeStore store(dir_);
+  ASSERT_THAT(MakeDirs(dir_, 0700), IsOk());
+  ASSERT_THAT(WriteFileAtomically(store.PathFor("v1"), R"({"volume_id":"v1"})", 0600), IsOk());
+
+  auto loaded = store.Load("v1");
+  EXPECT_THAT(loaded, StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("lacks phase, staging_path"));
+  std::vector<std::string> errors;
+  EXPECT_TRUE(store.List(&errors).empty());
+  EXPECT_EQ(errors.size(), 1u);
+}
+
+TEST_F(VolumeStoreTest, ARecordOfAnotherVolumeAtThisPathIsDataLoss) {
+  VolumeStore store(dir_);
+  ASSERT_THAT(MakeDirs(dir_, 0700), IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(store.PathFor("v1"),
+                          R"({"volume_id":"v2","phase":"STAGED","staging_path":"/s"})", 0600),
+      IsOk());
+
+  EXPECT_THAT(store.Load("v1"), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST_F(VolumeStoreTest, PartialRecordsNeedOnlyParse) {
+  VolumeStore store(dir_, VolumeStore::Records::kPartial);
+  ASSERT_THAT(MakeDirs(dir_, 0700), IsOk());
+  ASSERT_THAT(WriteFileAtomically(store.PathFor("v1"), R"({"volume_id":"v1"})", 0600), IsOk());
+
+  auto loaded = store.Load("v1");
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_TRUE(loaded->has_value());
 }
 
 }  // namespace
