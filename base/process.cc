@@ -34,6 +34,18 @@ uint64_t ProcessStartTime(int pid) {
   return start;
 }
 
+char ProcessState(int pid) {
+  auto stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) {
+    return '\0';
+  }
+  const size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) {
+    return '\0';
+  }
+  return (*stat)[close + 2];
+}
+
 bool IsSameProcessAlive(int pid, uint64_t start_time) {
   return pid > 0 && start_time != 0 && ProcessStartTime(pid) == start_time;
 }

@@ -13,4 +13,9 @@ uint64_t ProcessStartTime(int pid);
 // True when `pid` is alive and started at `start_time` (0 never matches).
 bool IsSameProcessAlive(int pid, uint64_t start_time);
 
+// The state of `pid` (field 3 of /proc/<pid>/stat: 'R' running, 'S' sleeping, 'D' in
+// uninterruptible sleep, 'T' stopped by a signal, 't' stopped by a tracer, 'Z' zombie, ...), or
+// '\0' when it does not exist. Reads only procfs: it never waits on the process.
+char ProcessState(int pid);
+
 }  // namespace stagehand

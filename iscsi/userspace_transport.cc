@@ -22,6 +22,7 @@
 
 #include "base/dir_watch.h"
 #include "base/file_io.h"
+#include "base/process.h"
 #include "base/paths.h"
 #include "base/unique_fd.h"
 #include "iscsi/loop_device.h"
@@ -319,6 +320,15 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
   SessionHealth h;
   if (!IsSameProcessAlive(session.pid(), session.start_time())) {
     h.message = absl::StrCat("iSCSI session process ", session.pid(), " is not running");
+    return h;
+  }
+  // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
+  // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
+  if (const char state = ProcessState(session.pid()); state == 'T' || state == 't') {
+    h.message = absl::StrCat("iSCSI session process ", session.pid(), " is stopped (",
+                             state == 'T' ? "by a signal" : "by a tracer",
+                             "): I/O to the volume waits until it continues (kill -CONT ",
+                             session.pid(), ")");
     return h;
   }
   auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));

@@ -21,9 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include <absl/cleanup/cleanup.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "base/process.h"
 #include "base/subprocess.h"
 #include "base/unique_fd.h"
 #include "iscsi/userspace_transport.h"
@@ -111,14 +113,21 @@ class ResilienceTest : public NodeIntegrationTest {
   }
 
   // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
-  void KillSessionProcess() {
+  // The pid of the test's one session process (0 on failure).
+  int SessionPid() {
     auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
-    ASSERT_TRUE(out.ok());
     state::v1::SessionStatus status;
-    ASSERT_TRUE(status.ParseFromString(out->output));
-    ASSERT_GT(status.pid(), 0);
-    kill(status.pid(), SIGKILL);
-    while (iscsi::ProcessStartTime(status.pid()) != 0) {
+    if (!out.ok() || !status.ParseFromString(out->output)) {
+      return 0;
+    }
+    return status.pid();
+  }
+
+  void KillSessionProcess() {
+    const int pid = SessionPid();
+    ASSERT_GT(pid, 0);
+    kill(pid, SIGKILL);
+    while (iscsi::ProcessStartTime(pid) != 0) {
       std::this_thread::yield();
     }
   }
@@ -230,6 +239,36 @@ TEST_F(ResilienceTest, DeadSessionIsReportedAbnormalAndStillUnstagesCleanly) {
       << stats.volume_condition().message();
   EXPECT_TRUE(Unpublish("vol-d", target).ok());
   EXPECT_TRUE(Unstage("vol-d", Staging("vol-d")).ok());
+}
+
+TEST_F(ResilienceTest, AStoppedSessionIsReportedAbnormalUntilItContinues) {
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-stop", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-stop", target, /*block=*/true)).ok());
+  const int pid = SessionPid();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  absl::Cleanup resume = [pid] { kill(pid, SIGCONT); };
+  while (ProcessState(pid) != 'T') {
+    std::this_thread::yield();
+  }
+
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-stop", target, &stats).ok());
+  EXPECT_TRUE(stats.volume_condition().abnormal());
+  EXPECT_NE(stats.volume_condition().message().find("is stopped"), std::string::npos)
+      << stats.volume_condition().message();
+
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  while (ProcessState(pid) == 'T') {
+    std::this_thread::yield();
+  }
+  stats.Clear();
+  ASSERT_TRUE(Stats("vol-stop", target, &stats).ok());
+  EXPECT_FALSE(stats.volume_condition().abnormal()) << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-stop", target).ok());
+  EXPECT_TRUE(Unstage("vol-stop", Staging("vol-stop")).ok());
 }
 
 TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
