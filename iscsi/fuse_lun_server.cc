@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <utility>
 
+#include <absl/strings/str_cat.h>
+
 #include "base/paths.h"
 #include "base/unique_fd.h"
 #include "iscsi/command_queue.h"
@@ -34,11 +36,27 @@ struct FuseLunServer::Impl {
   std::unique_ptr<LunFile> file;
   std::unique_ptr<Reconnector> reconnector;
 
-  // A capacity read at login or on a refresh.
-  void GrowTo(const LunCapacity& capacity) {
-    if (file != nullptr && file->GrowTo(capacity)) {
+  // A capacity read at login or on a refresh: a larger LUN grows the file; a smaller one (or
+  // another block size) fails closed like another LUN, before the filesystem on it sees errors
+  // past the new end. False when refused.
+  bool TakeCapacity(const LunCapacity& capacity) {
+    if (file == nullptr || board.status.state == ServerState::kCapacityShrunk) {
+      return board.status.state != ServerState::kCapacityShrunk;
+    }
+    const LunCapacity& staged = file->Capacity();
+    if (capacity.block_size != staged.block_size || capacity.Bytes() < staged.Bytes()) {
+      board.Publish(ServerState::kCapacityShrunk,
+                    absl::StrCat("the LUN is now ", capacity.Bytes(), " bytes in blocks of ",
+                                 capacity.block_size, ", it was staged at ", staged.Bytes(),
+                                 " in blocks of ", staged.block_size,
+                                 "; refusing I/O that would miss the end of the filesystem"));
+      queue->FailClosed();
+      return false;
+    }
+    if (file->GrowTo(capacity)) {
       board.status.capacity_bytes = capacity.Bytes();
     }
+    return true;
   }
 };
 
@@ -66,7 +84,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
           .identity = options.identity,
           .replacement_timeout = options.replacement_timeout,
           .counters = options.counters,
-          .on_capacity = [s](const LunCapacity& capacity) { s->GrowTo(capacity); },
+          .on_capacity = [s](const LunCapacity& capacity) { s->TakeCapacity(capacity); },
           .on_capacity_refreshed =
               [s] {
                 ++s->board.status.capacity_refreshes;
@@ -86,7 +104,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
           .login = std::move(options.login),
           .identity = std::move(options.identity),
           .replacement_timeout = options.replacement_timeout,
-          .on_capacity = [s](const LunCapacity& capacity) { s->GrowTo(capacity); },
+          .on_capacity = [s](const LunCapacity& capacity) { return s->TakeCapacity(capacity); },
       },
       *s->queue, s->board);
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));

@@ -32,7 +32,6 @@ spdlog::logger& Log() {
   return ComponentLog("sessions");
 }
 
-
 // Flushes `device` and checks that nobody holds it: an exclusive open fails with EBUSY while it
 // is mounted or is a slave of a dm device.
 absl::Status ReleaseBlockDevice(const std::string& device) {

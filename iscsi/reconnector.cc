@@ -111,8 +111,9 @@ bool Reconnector::Reconnect(const Wait& wait) {
           queue_.FailClosed();
           return true;
         }
-        if (auto cap = (*conn)->ReadCapacity(); cap.ok() && options_.on_capacity) {
-          options_.on_capacity(*cap);
+        if (auto cap = (*conn)->ReadCapacity();
+            cap.ok() && options_.on_capacity && !options_.on_capacity(*cap)) {
+          return true;  // A smaller LUN: failed closed, as for another LUN.
         }
         options_.login.portal = params.portal;
         portal_index_ =

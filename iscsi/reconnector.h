@@ -32,8 +32,8 @@ struct ReconnectorOptions {
   LoginParams login;            // Portal of the current connection.
   LunIdentity identity;         // What the LUN must keep reporting.
   std::chrono::seconds replacement_timeout{120};
-  // A capacity read at login (the LUN may have grown meanwhile).
-  std::function<void(const LunCapacity&)> on_capacity;
+  // The capacity read at each login; false refuses it (the server failed closed: stop here).
+  std::function<bool(const LunCapacity&)> on_capacity;
 };
 
 class Reconnector {

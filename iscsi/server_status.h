@@ -9,7 +9,8 @@
 
 namespace stagehand::iscsi {
 
-enum class ServerState { kUp, kReconnecting, kIdentityMismatch };
+// kIdentityMismatch and kCapacityShrunk fail closed: every I/O returns EIO from then on.
+enum class ServerState { kUp, kReconnecting, kIdentityMismatch, kCapacityShrunk };
 
 struct ServerStatus {
   ServerState state = ServerState::kUp;

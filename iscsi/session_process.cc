@@ -81,6 +81,8 @@ SessionStatus::State ToProtoState(ServerState s) {
       return SessionStatus::RECONNECTING;
     case ServerState::kIdentityMismatch:
       return SessionStatus::IDENTITY_MISMATCH;
+    case ServerState::kCapacityShrunk:
+      return SessionStatus::CAPACITY_SHRUNK;
   }
   return SessionStatus::STATE_UNKNOWN;
 }

@@ -22,8 +22,8 @@
 
 #include "base/dir_watch.h"
 #include "base/file_io.h"
-#include "base/process.h"
 #include "base/paths.h"
+#include "base/process.h"
 #include "base/unique_fd.h"
 #include "iscsi/loop_device.h"
 #include "iscsi/session_conversions.h"
@@ -344,6 +344,10 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
     case SessionStatus::IDENTITY_MISMATCH:
       h.identity_changed = true;
       h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
+      break;
+    case SessionStatus::CAPACITY_SHRUNK:
+      h.message =
+          absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
       break;
     default:
       h.message = absl::StrCat("iSCSI session is down: ", status.message());

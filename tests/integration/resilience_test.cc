@@ -112,7 +112,6 @@ class ResilienceTest : public NodeIntegrationTest {
     return ok;
   }
 
-  // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
   // The pid of the test's one session process (0 on failure).
   int SessionPid() {
     auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
@@ -123,6 +122,7 @@ class ResilienceTest : public NodeIntegrationTest {
     return status.pid();
   }
 
+  // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
   void KillSessionProcess() {
     const int pid = SessionPid();
     ASSERT_GT(pid, 0);
@@ -269,6 +269,34 @@ TEST_F(ResilienceTest, AStoppedSessionIsReportedAbnormalUntilItContinues) {
   EXPECT_FALSE(stats.volume_condition().abnormal()) << stats.volume_condition().message();
   EXPECT_TRUE(Unpublish("vol-stop", target).ok());
   EXPECT_TRUE(Unstage("vol-stop", Staging("vol-stop")).ok());
+}
+
+// The LUN shrinks behind the volume's back (its backing file cut to a quarter, tgtd restarted
+// with the same serial and WWN): the session fails closed before the filesystem meets the end.
+TEST_F(ResilienceTest, ALunThatShrinksFailsClosed) {
+  AddLun(128ull << 20);
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-shrink", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-shrink", target, /*block=*/true)).ok());
+
+  ASSERT_EQ(truncate(lun_file_.c_str(), 32ll << 20), 0);
+  ASSERT_TRUE(tgtd_->Restart().ok());
+  state::v1::SessionStatus last;
+  ASSERT_TRUE(WaitForSession(
+      [](const state::v1::SessionStatus& s) {
+        return s.state() == state::v1::SessionStatus::CAPACITY_SHRUNK;
+      },
+      &last))
+      << last.DebugString();
+
+  EXPECT_EQ(WriteBlockDirect(target, 4096, 'x'), EIO) << "I/O to a smaller LUN must fail closed";
+  csi::v1::NodeGetVolumeStatsResponse stats;
+  ASSERT_TRUE(Stats("vol-shrink", target, &stats).ok());
+  EXPECT_TRUE(stats.volume_condition().abnormal());
+  EXPECT_NE(stats.volume_condition().message().find("smaller than staged"), std::string::npos)
+      << stats.volume_condition().message();
+  EXPECT_TRUE(Unpublish("vol-shrink", target).ok());
+  EXPECT_TRUE(Unstage("vol-shrink", Staging("vol-shrink")).ok());
 }
 
 TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
