@@ -63,6 +63,29 @@ TEST_F(NodeServiceTest, UnstageOfAnUnknownVolumeIsDoneWhateverItsPathLooksLike) 
   EXPECT_EQ(stub_->NodeUnstageVolume(&c2, no_path, &resp).error_code(), Code::INVALID_ARGUMENT);
 }
 
+TEST_F(NodeServiceTest, AStagingUnmountedBehindOurBackIsAbnormalWithoutUsage) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  csi::v1::NodeGetVolumeStatsRequest req;
+  req.set_volume_id("v1");
+  req.set_volume_path(root_ + "/stage-v1");
+  csi::v1::NodeGetVolumeStatsResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->NodeGetVolumeStats(&ctx, req, &resp).ok());
+  }
+  ASSERT_FALSE(resp.volume_condition().abnormal()) << resp.volume_condition().message();
+  ASSERT_EQ(resp.usage_size(), 2);
+
+  ASSERT_TRUE(mounter_.Unmount(root_ + "/stage-v1").ok());
+  resp.Clear();
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->NodeGetVolumeStats(&ctx, req, &resp).ok());
+
+  EXPECT_TRUE(resp.volume_condition().abnormal());
+  EXPECT_THAT(resp.volume_condition().message(), HasSubstr("nothing is mounted"));
+  EXPECT_EQ(resp.usage_size(), 0) << "the usage of the directory's filesystem would be a lie";
+}
+
 TEST_F(NodeServiceTest, StatsOfAnUnknownVolumeOrPathIsNotFound) {
   auto stats = [this](const std::string& id, const std::string& path) {
     csi::v1::NodeGetVolumeStatsRequest req;

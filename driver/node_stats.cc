@@ -1,0 +1,112 @@
+// NodeService::Stats: NodeGetVolumeStats, usage and the volume condition.
+
+#include <algorithm>
+#include <optional>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include "driver/node_service.h"
+#include "driver/target_path.h"
+#include "mounter/filesystem_health.h"
+#include "mounter/volume_stats.h"
+
+namespace stagehand::driver {
+
+using state::v1::VolumeRecord;
+
+absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
+                                csi::v1::NodeGetVolumeStatsResponse* resp) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  if (req.volume_path().empty()) {
+    return absl::InvalidArgumentError("volume_path is required");
+  }
+  // An unknown volume, or a path that is not one of its (those were validated when recorded, so
+  // a malformed path is simply not one of them), is NOT_FOUND (CSI spec, csi-sanity).
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
+  }
+  const VolumeRecord& rec = *existing;
+  bool known = rec.staging_path() == req.volume_path();
+  const bool reader_only = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
+                           rec.access_mode() == "MULTI_NODE_READER_ONLY";
+  bool readonly_requested = reader_only;
+  for (const auto& p : rec.publishes()) {
+    if (p.target_path() == req.volume_path()) {
+      known = true;
+      readonly_requested = readonly_requested || p.readonly();
+    }
+  }
+  if (!known || !PathExists(req.volume_path())) {
+    return absl::NotFoundError(absl::StrCat("volume_path '", req.volume_path(),
+                                            "' is not where volume '", req.volume_id(),
+                                            "' is staged or published"));
+  }
+  std::vector<std::string> problems;
+  // What is mounted at the path. Nothing there means it was unmounted behind stagehand's back:
+  // the usage of whatever filesystem holds the directory would be a lie, so none is reported.
+  auto mount = deps_.mounter.Find(req.volume_path());
+  const bool unmounted = mount.ok() && !mount->has_value();
+  if (unmounted) {
+    const bool staging = req.volume_path() == rec.staging_path();
+    problems.push_back(absl::StrCat("nothing is mounted at '", req.volume_path(),
+                                    "' (it was unmounted behind stagehand's ", "back); ",
+                                    staging
+                                        ? "unpublish and unstage the volume, then stage it again"
+                                        : "unpublish and publish it again (restart the pod)"));
+  }
+  if (rec.block()) {
+    auto size = mounter::BlockDeviceSize(iscsi::DeviceOf(rec.session()));
+    if (size.ok()) {
+      auto* u = resp->add_usage();
+      u->set_unit(csi::v1::VolumeUsage::BYTES);
+      u->set_total(*size);
+    } else {
+      problems.push_back(std::string(size.status().message()));
+    }
+  } else if (!unmounted) {
+    auto st = mounter::StatFilesystem(req.volume_path());
+    if (!st.ok()) {
+      return st.status();
+    }
+    auto* bytes = resp->add_usage();
+    bytes->set_unit(csi::v1::VolumeUsage::BYTES);
+    bytes->set_total(st->capacity_bytes);
+    bytes->set_available(st->available_bytes);
+    bytes->set_used(st->used_bytes);
+    auto* inodes = resp->add_usage();
+    inodes->set_unit(csi::v1::VolumeUsage::INODES);
+    inodes->set_total(st->inodes);
+    inodes->set_available(st->inodes_free);
+    inodes->set_used(st->inodes_used);
+    // The staging mount and every bind of it share one superblock: its options and error
+    // counter say whether the filesystem still takes writes (statvfs does not show emergency_ro).
+    std::optional<mounter::FilesystemProblem> failed;
+    if (mount.ok() && mount->has_value()) {
+      const bool staged_writable =
+          !reader_only && std::find(rec.mount_flags().begin(), rec.mount_flags().end(), "ro") ==
+                              rec.mount_flags().end();
+      failed = mounter::CheckFilesystem(**mount, staged_writable);
+    }
+    if (failed.has_value()) {
+      problems.push_back(failed->message);
+    } else if (st->read_only && !readonly_requested) {
+      problems.emplace_back(
+          "the filesystem is read-only although it was mounted read-write "
+          "(I/O errors made the kernel remount it; check the target and dmesg)");
+    }
+  }
+  const iscsi::SessionHealth health = deps_.transport.Health(rec.session());
+  if (!health.healthy) {
+    problems.insert(problems.begin(), health.message);
+  }
+  auto* cond = resp->mutable_volume_condition();
+  cond->set_abnormal(!problems.empty());
+  cond->set_message(problems.empty() ? "volume is healthy" : absl::StrJoin(problems, "; "));
+  return absl::OkStatus();
+}
+
+}  // namespace stagehand::driver
