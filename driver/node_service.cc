@@ -471,6 +471,18 @@ grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
   return ToGrpcStatus(Stats(*req, resp));
 }
 
+grpc::Status NodeService::NodeGetVolumeHealth(grpc::ServerContext*,
+                                              const csi::v1::NodeGetVolumeHealthRequest* req,
+                                              csi::v1::NodeGetVolumeHealthResponse* resp) {
+  return ToGrpcStatus(Health(*req, resp));
+}
+
+grpc::Status NodeService::NodeGetStorageHealth(grpc::ServerContext*,
+                                               const csi::v1::NodeGetStorageHealthRequest*,
+                                               csi::v1::NodeGetStorageHealthResponse* resp) {
+  return ToGrpcStatus(StorageHealth(resp));
+}
+
 grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
                                            const csi::v1::NodeExpandVolumeRequest* req,
                                            csi::v1::NodeExpandVolumeResponse* resp) {
@@ -488,7 +500,8 @@ grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
        {NodeServiceCapability::RPC::STAGE_UNSTAGE_VOLUME,
         NodeServiceCapability::RPC::GET_VOLUME_STATS, NodeServiceCapability::RPC::VOLUME_CONDITION,
         NodeServiceCapability::RPC::SINGLE_NODE_MULTI_WRITER,
-        NodeServiceCapability::RPC::EXPAND_VOLUME}) {
+        NodeServiceCapability::RPC::EXPAND_VOLUME, NodeServiceCapability::RPC::GET_VOLUME_HEALTH,
+        NodeServiceCapability::RPC::GET_STORAGE_HEALTH}) {
     resp->add_capabilities()->mutable_rpc()->set_type(type);
   }
   return grpc::Status::OK;

@@ -6,6 +6,7 @@
 // LUN claims lun_claims.h and the target-path checks target_path.h. Thread-safe: gRPC calls it
 // from many threads; one operation per volume runs at a time (others get ABORTED).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@
 #include "proto/csi.grpc.pb.h"
 
 namespace stagehand::driver {
+
+// One problem of a staged volume, as CSI v1.13 reports it.
+struct VolumeProblem {
+  csi::v1::VolumeHealthErrorType status = csi::v1::UNKNOWN_VOLUME_HEALTH_TYPE;
+  std::string reason;   // CamelCase.
+  std::string message;  // What is wrong and what to do.
+};
 
 class NodeService final : public csi::v1::Node::Service {
  public:
@@ -37,6 +45,12 @@ class NodeService final : public csi::v1::Node::Service {
   grpc::Status NodeGetVolumeStats(grpc::ServerContext* ctx,
                                   const csi::v1::NodeGetVolumeStatsRequest* req,
                                   csi::v1::NodeGetVolumeStatsResponse* resp) override;
+  grpc::Status NodeGetVolumeHealth(grpc::ServerContext* ctx,
+                                   const csi::v1::NodeGetVolumeHealthRequest* req,
+                                   csi::v1::NodeGetVolumeHealthResponse* resp) override;
+  grpc::Status NodeGetStorageHealth(grpc::ServerContext* ctx,
+                                    const csi::v1::NodeGetStorageHealthRequest* req,
+                                    csi::v1::NodeGetStorageHealthResponse* resp) override;
   grpc::Status NodeExpandVolume(grpc::ServerContext* ctx,
                                 const csi::v1::NodeExpandVolumeRequest* req,
                                 csi::v1::NodeExpandVolumeResponse* resp) override;
@@ -53,10 +67,20 @@ class NodeService final : public csi::v1::Node::Service {
   absl::Status Unpublish(const csi::v1::NodeUnpublishVolumeRequest& req);
   absl::Status Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
                      csi::v1::NodeGetVolumeStatsResponse* resp);
+  // The volume's problems at the paths asked for (all of its paths when none is given).
+  absl::Status Health(const csi::v1::NodeGetVolumeHealthRequest& req,
+                      csi::v1::NodeGetVolumeHealthResponse* resp);
+  // The targets this node's staged volumes use that are unreachable or have lost paths.
+  absl::Status StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp);
   // Returns the new capacity in bytes.
   absl::StatusOr<int64_t> Expand(const csi::v1::NodeExpandVolumeRequest& req);
 
  private:
+  // The session's problem (gone, stopped, reconnecting, another LUN, fewer paths), if any.
+  std::optional<VolumeProblem> SessionProblem(const state::v1::VolumeRecord& rec) const;
+  // The problems of the volume's mount at `path`: missing, a failed or erroring filesystem.
+  std::vector<VolumeProblem> ProblemsAt(const state::v1::VolumeRecord& rec,
+                                        const std::string& path) const;
   std::string RecordsDir() const;
   std::vector<std::string> ReservedDirs() const;
   // NodePublishVolume's checks of its paths (well-formed, not reserved, not in the staging

@@ -1,14 +1,12 @@
 // NodeService::Stats: NodeGetVolumeStats, usage and the volume condition.
 
 #include <algorithm>
-#include <optional>
 
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
 #include "driver/node_service.h"
 #include "driver/target_path.h"
-#include "mounter/filesystem_health.h"
 #include "mounter/volume_stats.h"
 
 namespace stagehand::driver {
@@ -31,9 +29,8 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   }
   const VolumeRecord& rec = *existing;
   bool known = rec.staging_path() == req.volume_path();
-  const bool reader_only = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
-                           rec.access_mode() == "MULTI_NODE_READER_ONLY";
-  bool readonly_requested = reader_only;
+  bool readonly_requested = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
+                            rec.access_mode() == "MULTI_NODE_READER_ONLY";
   for (const auto& p : rec.publishes()) {
     if (p.target_path() == req.volume_path()) {
       known = true;
@@ -45,19 +42,21 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
                                             "' is not where volume '", req.volume_id(),
                                             "' is staged or published"));
   }
+  // The condition: what NodeGetVolumeHealth reports of this path, but a session that has lost
+  // some of its paths (still working) is no reason to call the volume abnormal.
   std::vector<std::string> problems;
-  // What is mounted at the path. Nothing there means it was unmounted behind stagehand's back:
-  // the usage of whatever filesystem holds the directory would be a lie, so none is reported.
-  auto mount = deps_.mounter.Find(req.volume_path());
-  const bool unmounted = mount.ok() && !mount->has_value();
-  if (unmounted) {
-    const bool staging = req.volume_path() == rec.staging_path();
-    problems.push_back(absl::StrCat("nothing is mounted at '", req.volume_path(),
-                                    "' (it was unmounted behind stagehand's ", "back); ",
-                                    staging
-                                        ? "unpublish and unstage the volume, then stage it again"
-                                        : "unpublish and publish it again (restart the pod)"));
+  if (auto session = SessionProblem(rec);
+      session.has_value() && session->status != csi::v1::DEGRADED) {
+    problems.push_back(session->message);
   }
+  bool unmounted = false;
+  bool failed = false;
+  for (const auto& p : ProblemsAt(rec, req.volume_path())) {
+    unmounted = unmounted || p.reason.ends_with("MountMissing");
+    failed = failed || p.reason == "FilesystemFailed";
+    problems.push_back(p.message);
+  }
+  // Nothing mounted: the usage of whatever filesystem holds the directory would be a lie.
   if (rec.block()) {
     auto size = mounter::BlockDeviceSize(iscsi::DeviceOf(rec.session()));
     if (size.ok()) {
@@ -82,26 +81,11 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
     inodes->set_total(st->inodes);
     inodes->set_available(st->inodes_free);
     inodes->set_used(st->inodes_used);
-    // The staging mount and every bind of it share one superblock: its options and error
-    // counter say whether the filesystem still takes writes (statvfs does not show emergency_ro).
-    std::optional<mounter::FilesystemProblem> failed;
-    if (mount.ok() && mount->has_value()) {
-      const bool staged_writable =
-          !reader_only && std::find(rec.mount_flags().begin(), rec.mount_flags().end(), "ro") ==
-                              rec.mount_flags().end();
-      failed = mounter::CheckFilesystem(**mount, staged_writable);
-    }
-    if (failed.has_value()) {
-      problems.push_back(failed->message);
-    } else if (st->read_only && !readonly_requested) {
+    if (!failed && st->read_only && !readonly_requested) {
       problems.emplace_back(
           "the filesystem is read-only although it was mounted read-write "
           "(I/O errors made the kernel remount it; check the target and dmesg)");
     }
-  }
-  const iscsi::SessionHealth health = deps_.transport.Health(rec.session());
-  if (!health.healthy) {
-    problems.insert(problems.begin(), health.message);
   }
   auto* cond = resp->mutable_volume_condition();
   cond->set_abnormal(!problems.empty());

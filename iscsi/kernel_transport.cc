@@ -446,7 +446,12 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
   }
   h.healthy = working > 0 && !h.identity_changed;
   h.message = absl::StrJoin(problems, "; ");
-  if (h.healthy && !problems.empty()) {
+  if (h.identity_changed) {
+    h.reason = "LunIdentityChanged";
+  } else if (!h.healthy) {
+    h.reason = "SessionDown";
+  } else if (!problems.empty()) {
+    h.reason = "MultipathDegraded";
     h.message = absl::StrCat(working, " of ", session.paths_size(), " paths working: ", h.message);
   }
   return h;

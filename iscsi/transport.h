@@ -44,7 +44,12 @@ struct Attachment {
 struct SessionHealth {
   bool healthy = false;
   bool identity_changed = false;
-  std::string message;  // Why it is not healthy.
+  // Why it is not healthy; when healthy, non-empty means degraded (fewer paths than portals).
+  std::string message;
+  // CamelCase, for machines: "SessionGone", "SessionStopped", "SessionReconnecting",
+  // "SessionDown", "LunIdentityChanged", "LunCapacityShrunk", "LoopDeviceGone",
+  // "MultipathDegraded"; empty when healthy and not degraded.
+  std::string reason;
 };
 
 // Thread-safe: the node service calls it from its gRPC threads, for different volumes at once

@@ -54,7 +54,7 @@ absl::StatusOr<uint64_t> TransportSet::RefreshCapacity(const state::v1::SessionR
 SessionHealth TransportSet::Health(const state::v1::SessionRecord& session) {
   auto t = Pick(session.transport());
   if (!t.ok()) {
-    return SessionHealth{false, false, std::string(t.status().message())};
+    return SessionHealth{false, false, std::string(t.status().message()), "SessionDown"};
   }
   return (*t)->Health(session);
 }

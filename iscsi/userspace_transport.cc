@@ -320,6 +320,7 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
   SessionHealth h;
   if (!IsSameProcessAlive(session.pid(), session.start_time())) {
     h.message = absl::StrCat("iSCSI session process ", session.pid(), " is not running");
+    h.reason = "SessionGone";
     return h;
   }
   // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
@@ -329,12 +330,14 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
                              state == 'T' ? "by a signal" : "by a tracer",
                              "): I/O to the volume waits until it continues (kill -CONT ",
                              session.pid(), ")");
+    h.reason = "SessionStopped";
     return h;
   }
   auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
   SessionStatus status;
   if (!raw.ok() || !status.ParseFromString(*raw)) {
     h.message = "iSCSI session status is unreadable";
+    h.reason = "SessionDown";
     return h;
   }
   switch (status.state()) {
@@ -344,18 +347,23 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
     case SessionStatus::IDENTITY_MISMATCH:
       h.identity_changed = true;
       h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
+      h.reason = "LunIdentityChanged";
       break;
     case SessionStatus::CAPACITY_SHRUNK:
       h.message =
           absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
+      h.reason = "LunCapacityShrunk";
       break;
     default:
       h.message = absl::StrCat("iSCSI session is down: ", status.message());
+      h.reason =
+          status.state() == SessionStatus::RECONNECTING ? "SessionReconnecting" : "SessionDown";
       break;
   }
   if (h.healthy && !session.loop_device().empty() && !LoopBackingFile(session.loop_device())) {
     h.healthy = false;
     h.message = absl::StrCat("loop device ", session.loop_device(), " is gone");
+    h.reason = "LoopDeviceGone";
   }
   return h;
 }

@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 #include <gtest/gtest.h>
 
 namespace stagehand {

@@ -293,7 +293,8 @@ TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   using Rpc = csi::v1::NodeServiceCapability::RPC;
   EXPECT_THAT(types, ::testing::UnorderedElementsAre(
                          Rpc::STAGE_UNSTAGE_VOLUME, Rpc::GET_VOLUME_STATS, Rpc::VOLUME_CONDITION,
-                         Rpc::SINGLE_NODE_MULTI_WRITER, Rpc::EXPAND_VOLUME));
+                         Rpc::SINGLE_NODE_MULTI_WRITER, Rpc::EXPAND_VOLUME, Rpc::GET_VOLUME_HEALTH,
+                         Rpc::GET_STORAGE_HEALTH));
   EXPECT_EQ(info.node_id(), "node-1");
   EXPECT_EQ(info.max_volumes_per_node(), 2);
 }

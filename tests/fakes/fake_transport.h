@@ -68,6 +68,7 @@ class FakeTransport : public iscsi::Transport {
     iscsi::SessionHealth h;
     h.healthy = healthy_ && attached_.count(session.loop_device()) > 0;
     h.message = h.healthy ? "" : "iSCSI session process is not running";
+    h.reason = h.healthy ? "" : "SessionGone";
     return h;
   }
 

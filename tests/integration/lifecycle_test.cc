@@ -214,6 +214,11 @@ TEST_F(LifecycleTest, AFailedFilesystemIsAbnormalUntilItIsStagedAgain) {
     EXPECT_TRUE(resp.volume_condition().abnormal()) << path;
     EXPECT_THAT(resp.volume_condition().message(), ::testing::HasSubstr("emergency_ro")) << path;
   }
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-f", &health).ok());
+  ASSERT_EQ(health.volume_health().health_statuses_size(), 1) << health.DebugString();
+  EXPECT_EQ(health.volume_health().health_statuses(0).status(), csi::v1::INACCESSIBLE);
+  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "FilesystemFailed");
 
   // What the message tells the user to do: unpublish and unstage (the pods restarted); the next
   // stage checks the filesystem and it is healthy again.

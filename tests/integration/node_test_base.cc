@@ -146,4 +146,15 @@ grpc::Status NodeIntegrationTest::Stats(const std::string& volume_id, const std:
   return daemon_->node().NodeGetVolumeStats(Ctx().get(), req, resp);
 }
 
+grpc::Status NodeIntegrationTest::Health(const std::string& volume_id,
+                                         csi::v1::NodeGetVolumeHealthResponse* resp) {
+  csi::v1::NodeGetVolumeHealthRequest req;
+  req.set_volume_id(volume_id);
+  return daemon_->node().NodeGetVolumeHealth(Ctx().get(), req, resp);
+}
+
+grpc::Status NodeIntegrationTest::StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp) {
+  return daemon_->node().NodeGetStorageHealth(Ctx().get(), {}, resp);
+}
+
 }  // namespace stagehand::testing

@@ -41,6 +41,9 @@ class NodeIntegrationTest : public ::testing::Test {
   grpc::Status Unstage(const std::string& volume_id, const std::string& staging);
   grpc::Status Stats(const std::string& volume_id, const std::string& path,
                      csi::v1::NodeGetVolumeStatsResponse* resp);
+  // NodeGetVolumeHealth of all the volume's paths; NodeGetStorageHealth.
+  grpc::Status Health(const std::string& volume_id, csi::v1::NodeGetVolumeHealthResponse* resp);
+  grpc::Status StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp);
 
   std::string Staging(const std::string& volume_id) const { return root_ + "/stg-" + volume_id; }
 

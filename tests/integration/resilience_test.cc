@@ -259,6 +259,11 @@ TEST_F(ResilienceTest, AStoppedSessionIsReportedAbnormalUntilItContinues) {
   EXPECT_TRUE(stats.volume_condition().abnormal());
   EXPECT_NE(stats.volume_condition().message().find("is stopped"), std::string::npos)
       << stats.volume_condition().message();
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-stop", &health).ok());
+  ASSERT_EQ(health.volume_health().health_statuses_size(), 1) << health.DebugString();
+  EXPECT_EQ(health.volume_health().health_statuses(0).status(), csi::v1::INACCESSIBLE);
+  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "SessionStopped");
 
   ASSERT_EQ(kill(pid, SIGCONT), 0);
   while (ProcessState(pid) == 'T') {
@@ -267,6 +272,10 @@ TEST_F(ResilienceTest, AStoppedSessionIsReportedAbnormalUntilItContinues) {
   stats.Clear();
   ASSERT_TRUE(Stats("vol-stop", target, &stats).ok());
   EXPECT_FALSE(stats.volume_condition().abnormal()) << stats.volume_condition().message();
+  health.Clear();
+  ASSERT_TRUE(Health("vol-stop", &health).ok());
+  EXPECT_EQ(health.volume_health().volume_id(), "vol-stop");
+  EXPECT_EQ(health.volume_health().health_statuses_size(), 0) << health.DebugString();
   EXPECT_TRUE(Unpublish("vol-stop", target).ok());
   EXPECT_TRUE(Unstage("vol-stop", Staging("vol-stop")).ok());
 }
@@ -295,6 +304,10 @@ TEST_F(ResilienceTest, ALunThatShrinksFailsClosed) {
   EXPECT_TRUE(stats.volume_condition().abnormal());
   EXPECT_NE(stats.volume_condition().message().find("smaller than staged"), std::string::npos)
       << stats.volume_condition().message();
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-shrink", &health).ok());
+  ASSERT_EQ(health.volume_health().health_statuses_size(), 1) << health.DebugString();
+  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "LunCapacityShrunk");
   EXPECT_TRUE(Unpublish("vol-shrink", target).ok());
   EXPECT_TRUE(Unstage("vol-shrink", Staging("vol-shrink")).ok());
 }
@@ -445,6 +458,17 @@ TEST_F(ResilienceTest, ATargetGoneForGoodFailsIoAfterTheReplacementTimeoutAndSti
   EXPECT_TRUE(stats.volume_condition().abnormal());
   EXPECT_NE(stats.volume_condition().message().find("replacement timeout"), std::string::npos)
       << stats.volume_condition().message();
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-gone", &health).ok());
+  ASSERT_GE(health.volume_health().health_statuses_size(), 1) << health.DebugString();
+  EXPECT_EQ(health.volume_health().health_statuses(0).status(), csi::v1::INACCESSIBLE);
+  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "SessionReconnecting");
+  csi::v1::NodeGetStorageHealthResponse storage;
+  ASSERT_TRUE(StorageHealth(&storage).ok());
+  ASSERT_EQ(storage.backend_health_size(), 1) << storage.DebugString();
+  EXPECT_EQ(storage.backend_health(0).status(), csi::v1::STORAGE_UNREACHABLE);
+  EXPECT_EQ(storage.backend_health(0).reason(), "TargetUnreachable");
+  EXPECT_NE(storage.backend_health(0).message().find(Iqn()), std::string::npos);
   EXPECT_TRUE(Unpublish("vol-gone", target).ok());
   const grpc::Status unstaged = Unstage("vol-gone", Staging("vol-gone"));
   EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();

@@ -236,6 +236,22 @@ class SanityPlugin::Impl final : public csi::v1::Controller::Service,
     });
   }
 
+  grpc::Status NodeGetVolumeHealth(grpc::ServerContext*,
+                                   const csi::v1::NodeGetVolumeHealthRequest* req,
+                                   csi::v1::NodeGetVolumeHealthResponse* resp) override {
+    return Forward("NodeGetVolumeHealth", [&](grpc::ClientContext* c) {
+      return node_->NodeGetVolumeHealth(c, *req, resp);
+    });
+  }
+
+  grpc::Status NodeGetStorageHealth(grpc::ServerContext*,
+                                    const csi::v1::NodeGetStorageHealthRequest* req,
+                                    csi::v1::NodeGetStorageHealthResponse* resp) override {
+    return Forward("NodeGetStorageHealth", [&](grpc::ClientContext* c) {
+      return node_->NodeGetStorageHealth(c, *req, resp);
+    });
+  }
+
   grpc::Status NodeGetVolumeStats(grpc::ServerContext*,
                                   const csi::v1::NodeGetVolumeStatsRequest* req,
                                   csi::v1::NodeGetVolumeStatsResponse* resp) override {

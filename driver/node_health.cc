@@ -1,0 +1,178 @@
+// The volume and storage health of the built-in driver (CSI v1.13 NodeGetVolumeHealth and
+// NodeGetStorageHealth), and the problems NodeGetVolumeStats' condition reports too. Answered
+// from the mount table, /proc, sysfs and the session's status file: never I/O to the LUN.
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include "driver/node_service.h"
+#include "iscsi/session_conversions.h"
+#include "mounter/filesystem_health.h"
+
+namespace stagehand::driver {
+namespace {
+
+using csi::v1::StorageHealthErrorType;
+using csi::v1::VolumeHealthErrorType;
+using state::v1::VolumeRecord;
+
+bool ReaderOnly(const VolumeRecord& rec) {
+  return rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
+         rec.access_mode() == "MULTI_NODE_READER_ONLY";
+}
+
+// Problems by (status, reason), in the order first seen, with their messages.
+using Kinds = std::vector<std::pair<std::pair<int, std::string>, std::vector<std::string>>>;
+
+// One entry per (status, reason), as the spec requires: messages of the same kind are joined.
+void AddMerged(Kinds& kinds, int status, const std::string& reason, const std::string& message) {
+  for (auto& [kind, messages] : kinds) {
+    if (kind.first == status && kind.second == reason) {
+      messages.push_back(message);
+      return;
+    }
+  }
+  kinds.push_back({{status, reason}, {message}});
+}
+
+}  // namespace
+
+std::optional<VolumeProblem> NodeService::SessionProblem(const VolumeRecord& rec) const {
+  const iscsi::SessionHealth h = deps_.transport.Health(rec.session());
+  if (h.healthy && h.message.empty()) {
+    return std::nullopt;
+  }
+  return VolumeProblem{
+      h.healthy ? VolumeHealthErrorType::DEGRADED : VolumeHealthErrorType::INACCESSIBLE,
+      h.reason.empty() ? std::string("SessionDown") : h.reason, h.message};
+}
+
+std::vector<VolumeProblem> NodeService::ProblemsAt(const VolumeRecord& rec,
+                                                   const std::string& path) const {
+  std::vector<VolumeProblem> out;
+  const bool staging = path == rec.staging_path();
+  if (rec.block() && staging) {
+    return out;  // A block volume's staging path is a directory of ours, not a mount.
+  }
+  auto mount = deps_.mounter.Find(path);
+  if (!mount.ok()) {
+    return out;  // The mount table is unreadable: nothing known either way.
+  }
+  if (!mount->has_value()) {
+    out.push_back({VolumeHealthErrorType::INACCESSIBLE,
+                   staging ? "StagingMountMissing" : "PublishMountMissing",
+                   absl::StrCat("nothing is mounted at '", path,
+                                "' (it was unmounted behind stagehand's back); ",
+                                staging ? "unpublish and unstage the volume, then stage it again"
+                                        : "unpublish and publish it again (restart the pod)")});
+    return out;
+  }
+  if (rec.block()) {
+    return out;
+  }
+  // The staging mount and every bind of it share one superblock: its options and error counter
+  // say whether the filesystem still takes writes (statvfs does not show emergency_ro).
+  const bool staged_writable =
+      !ReaderOnly(rec) && std::find(rec.mount_flags().begin(), rec.mount_flags().end(), "ro") ==
+                              rec.mount_flags().end();
+  if (auto failed = mounter::CheckFilesystem(**mount, staged_writable)) {
+    out.push_back({failed->reason == "FilesystemFailed" ? VolumeHealthErrorType::INACCESSIBLE
+                                                        : VolumeHealthErrorType::DEGRADED,
+                   failed->reason, failed->message});
+  }
+  return out;
+}
+
+absl::Status NodeService::Health(const csi::v1::NodeGetVolumeHealthRequest& req,
+                                 csi::v1::NodeGetVolumeHealthResponse* resp) {
+  if (req.volume_id().empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
+  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+    return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
+  }
+  const VolumeRecord& rec = *existing;
+  // The paths asked about, or all of the volume's.
+  std::vector<std::string> paths;
+  if (!req.staging_target_path().empty()) {
+    if (req.staging_target_path() != rec.staging_path()) {
+      return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is staged at '",
+                                              rec.staging_path(), "', not at '",
+                                              req.staging_target_path(), "'"));
+    }
+    paths.push_back(rec.staging_path());
+  }
+  if (!req.volume_publish_path().empty()) {
+    const bool known =
+        std::any_of(rec.publishes().begin(), rec.publishes().end(),
+                    [&](const auto& p) { return p.target_path() == req.volume_publish_path(); });
+    if (!known) {
+      return absl::NotFoundError(absl::StrCat(
+          "volume '", req.volume_id(), "' is not published at '", req.volume_publish_path(), "'"));
+    }
+    paths.push_back(req.volume_publish_path());
+  }
+  if (paths.empty()) {
+    paths.push_back(rec.staging_path());
+    for (const auto& p : rec.publishes()) {
+      paths.push_back(p.target_path());
+    }
+  }
+  Kinds kinds;
+  if (auto session = SessionProblem(rec)) {
+    AddMerged(kinds, session->status, session->reason, session->message);
+  }
+  for (const auto& path : paths) {
+    for (const auto& p : ProblemsAt(rec, path)) {
+      AddMerged(kinds, p.status, p.reason, p.message);
+    }
+  }
+  auto* health = resp->mutable_volume_health();
+  health->set_volume_id(req.volume_id());
+  for (auto& [kind, messages] : kinds) {
+    auto* e = health->add_health_statuses();
+    e->set_status(static_cast<VolumeHealthErrorType>(kind.first));
+    e->set_reason(kind.second);
+    std::sort(messages.begin(), messages.end());
+    messages.erase(std::unique(messages.begin(), messages.end()), messages.end());
+    e->set_message(absl::StrJoin(messages, "; "));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeService::StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp) {
+  Kinds kinds;
+  for (const VolumeRecord& rec : store_.List()) {
+    if (rec.phase() != VolumeRecord::STAGED) {
+      continue;
+    }
+    const iscsi::SessionHealth h = deps_.transport.Health(rec.session());
+    std::vector<std::string> portals;
+    for (const auto& p : rec.portals()) {
+      portals.push_back(iscsi::FromProto(p).ToString());
+    }
+    const std::string target =
+        absl::StrCat(rec.iqn(), " at ", absl::StrJoin(portals, ", "), ": ", h.message);
+    if (h.reason == "SessionReconnecting" || h.reason == "SessionDown") {
+      AddMerged(kinds, StorageHealthErrorType::STORAGE_UNREACHABLE, "TargetUnreachable", target);
+    } else if (h.reason == "MultipathDegraded") {
+      AddMerged(kinds, StorageHealthErrorType::STORAGE_DEGRADED, "PathsDegraded", target);
+    }
+  }
+  for (auto& [kind, messages] : kinds) {
+    auto* e = resp->add_backend_health();
+    e->set_status(static_cast<StorageHealthErrorType>(kind.first));
+    e->set_reason(kind.second);
+    std::sort(messages.begin(), messages.end());
+    messages.erase(std::unique(messages.begin(), messages.end()), messages.end());
+    e->set_message(absl::StrJoin(messages, "; "));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace stagehand::driver
