@@ -19,24 +19,21 @@
 #include "iscsi/session_process.h"
 #include <CLI/CLI.hpp>
 
-// The flag table is long; CLI11 reports bad flags by exception inside CLI11_PARSE and anything
-// else ends the process, as it should.
-// NOLINTNEXTLINE(readability-function-size,bugprone-exception-escape)
-int main(int argc, char** argv) {
-  // Internal role: a userspace iSCSI session process started by the transport (stdin/stdout).
-  if (argc >= 2 && std::strcmp(argv[1], "__session") == 0) {
-    return stagehand::iscsi::RunSessionProcess(STDIN_FILENO, STDOUT_FILENO);
-  }
-  // One malloc arena, set before any thread starts. The agent's threads mostly wait; with
-  // glibc's default (up to eight arenas per core) each thread that allocated kept an arena of
-  // its own, partly free: 1000 declared volumes held 16-25 MB of anonymous memory instead of
-  // 10 (bench/README.md, reconciler benchmark).
-  (void)mallopt(M_ARENA_MAX, 1);  // NOLINT(concurrency-mt-unsafe): no other thread yet.
-  stagehand::agent::DaemonOptions o;
-  CLI::App app{"stagehand: node storage agent with a built-in iSCSI CSI node plugin"};
-  app.set_version_flag("--version", std::string(stagehand::agent::kVersion));
+namespace {
+
+// The flags that are not DaemonOptions fields as they are (converted after parsing).
+struct Flags {
   std::string mode = "standalone";
-  app.add_option("--mode", mode,
+  double csi_timeout_seconds = 120;
+  double stats_seconds = 60;
+  double resync_seconds = 300;
+  double probe_seconds = 30;
+  std::string log_format = "auto";
+};
+
+// Mode, paths and sockets.
+void AddLayoutFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f) {
+  app.add_option("--mode", f.mode,
                  "standalone: stagehand is the whole stack (plugin watcher, registry); "
                  "kubernetes: kubelet paths, the kubelet finds the driver through its "
                  "registration socket")
@@ -64,8 +61,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--agent-socket", o.agent_socket,
                  "Unix socket of the agent API (default <runtime-dir>/agent.sock)");
-  double csi_timeout_seconds = 120;
-  app.add_option("--csi-timeout", csi_timeout_seconds,
+}
+
+// Timing, limits, the data path and identity.
+void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f) {
+  app.add_option("--csi-timeout", f.csi_timeout_seconds,
                  "Seconds before a CSI call of the reconciler is given up (its outcome is then "
                  "uncertain and the call is repeated)")
       ->check(CLI::Range(1.0, 3600.0))
@@ -77,18 +77,15 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-address", o.metrics_address,
                  "host:port serving /metrics, /healthz and /readyz (empty: off)")
       ->capture_default_str();
-  double stats_seconds = 60;
-  app.add_option("--stats-period", stats_seconds,
+  app.add_option("--stats-period", f.stats_seconds,
                  "Seconds between NodeGetVolumeStats rounds over the published volumes (metrics)")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
-  double resync_seconds = 300;
-  app.add_option("--resync-period", resync_seconds,
+  app.add_option("--resync-period", f.resync_seconds,
                  "Seconds between the reconciler's safety-net checks of the mount table")
       ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
-  double probe_seconds = 30;
-  app.add_option("--plugin-probe-period", probe_seconds,
+  app.add_option("--plugin-probe-period", f.probe_seconds,
                  "Seconds between health probes of registered plugins")
       ->check(CLI::Range(0.05, 86400.0))
       ->capture_default_str();
@@ -131,6 +128,9 @@ int main(int argc, char** argv) {
                  "node.session.timeo.replacement_timeout); a volume's replacementTimeout wins")
       ->check(CLI::Range(1u, 86400u))
       ->capture_default_str();
+}
+
+void AddLoggingFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f) {
   app.add_option("--log-level", o.log_level,
                  "trace, debug, info, warn, error; per component after it, e.g. "
                  "info,reconciler=debug,registration=warn (components: agent, csi, manifests, "
@@ -141,11 +141,34 @@ int main(int argc, char** argv) {
         return s.ok() ? std::string() : std::string(s.message());
       })
       ->capture_default_str();
-  std::string log_format = "auto";
-  app.add_option("--log-format", log_format,
+  app.add_option("--log-format", f.log_format,
                  "auto (journald fields when run by systemd, else text), text, json, journal")
       ->check(CLI::IsMember({"auto", "text", "json", "journal"}))
       ->capture_default_str();
+}
+
+}  // namespace
+
+// CLI11 reports bad flags by exception inside CLI11_PARSE (caught there); anything else ends the
+// process, as it should.
+// NOLINTNEXTLINE(bugprone-exception-escape)
+int main(int argc, char** argv) {
+  // Internal role: a userspace iSCSI session process started by the transport (stdin/stdout).
+  if (argc >= 2 && std::strcmp(argv[1], "__session") == 0) {
+    return stagehand::iscsi::RunSessionProcess(STDIN_FILENO, STDOUT_FILENO);
+  }
+  // One malloc arena, set before any thread starts. The agent's threads mostly wait; with
+  // glibc's default (up to eight arenas per core) each thread that allocated kept an arena of
+  // its own, partly free: 1000 declared volumes held 16-25 MB of anonymous memory instead of
+  // 10 (bench/README.md, reconciler benchmark).
+  (void)mallopt(M_ARENA_MAX, 1);  // NOLINT(concurrency-mt-unsafe): no other thread yet.
+  stagehand::agent::DaemonOptions o;
+  CLI::App app{"stagehand: node storage agent with a built-in iSCSI CSI node plugin"};
+  app.set_version_flag("--version", std::string(stagehand::agent::kVersion));
+  Flags f;
+  AddLayoutFlags(app, o, f);
+  AddBehaviourFlags(app, o, f);
+  AddLoggingFlags(app, o, f);
   // Every flag above may also come from the config file; flags win.
   app.set_config("--config", "/etc/stagehand/config.yaml",
                  "YAML config file: flag names without dashes as keys (ignored when the default "
@@ -158,14 +181,14 @@ int main(int argc, char** argv) {
     raw.push_back(a.data());
   }
   CLI11_PARSE(app, static_cast<int>(raw.size()), raw.data());
-  o.mode = mode == "kubernetes" ? stagehand::agent::Mode::kKubernetes
-                                : stagehand::agent::Mode::kStandalone;
-  o.csi_timeout = std::chrono::milliseconds(static_cast<int64_t>(csi_timeout_seconds * 1000.0));
-  o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000.0));
-  o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(stats_seconds * 1000.0));
-  o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000.0));
+  o.mode = f.mode == "kubernetes" ? stagehand::agent::Mode::kKubernetes
+                                  : stagehand::agent::Mode::kStandalone;
+  o.csi_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.csi_timeout_seconds * 1000.0));
+  o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(f.resync_seconds * 1000.0));
+  o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(f.stats_seconds * 1000.0));
+  o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(f.probe_seconds * 1000.0));
   // Logs go to stderr or the journal; stdout stays free for tools.
-  if (auto s = stagehand::agent::SetUpLogging(log_format, o.log_level); !s.ok()) {
+  if (auto s = stagehand::agent::SetUpLogging(f.log_format, o.log_level); !s.ok()) {
     std::fprintf(stderr, "--log-level: %s\n", std::string(s.message()).c_str());
     return 2;
   }
