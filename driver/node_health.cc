@@ -39,6 +39,16 @@ void AddMerged(Kinds& kinds, int status, const std::string& reason, const std::s
   kinds.push_back({{status, reason}, {message}});
 }
 
+// Calls `add(status, reason, message)` once per kind, its distinct messages joined.
+template <typename Add>
+void ForEachKind(Kinds& kinds, const Add& add) {
+  for (auto& [kind, messages] : kinds) {
+    std::sort(messages.begin(), messages.end());
+    messages.erase(std::unique(messages.begin(), messages.end()), messages.end());
+    add(kind.first, kind.second, absl::StrJoin(messages, "; "));
+  }
+}
+
 }  // namespace
 
 std::optional<VolumeProblem> NodeService::SessionProblem(const VolumeRecord& rec) const {
@@ -134,14 +144,12 @@ absl::Status NodeService::Health(const csi::v1::NodeGetVolumeHealthRequest& req,
   }
   auto* health = resp->mutable_volume_health();
   health->set_volume_id(req.volume_id());
-  for (auto& [kind, messages] : kinds) {
+  ForEachKind(kinds, [&](int status, const std::string& reason, std::string message) {
     auto* e = health->add_health_statuses();
-    e->set_status(static_cast<VolumeHealthErrorType>(kind.first));
-    e->set_reason(kind.second);
-    std::sort(messages.begin(), messages.end());
-    messages.erase(std::unique(messages.begin(), messages.end()), messages.end());
-    e->set_message(absl::StrJoin(messages, "; "));
-  }
+    e->set_status(static_cast<VolumeHealthErrorType>(status));
+    e->set_reason(reason);
+    e->set_message(std::move(message));
+  });
   return absl::OkStatus();
 }
 
@@ -164,14 +172,12 @@ absl::Status NodeService::StorageHealth(csi::v1::NodeGetStorageHealthResponse* r
       AddMerged(kinds, StorageHealthErrorType::STORAGE_DEGRADED, "PathsDegraded", target);
     }
   }
-  for (auto& [kind, messages] : kinds) {
+  ForEachKind(kinds, [&](int status, const std::string& reason, std::string message) {
     auto* e = resp->add_backend_health();
-    e->set_status(static_cast<StorageHealthErrorType>(kind.first));
-    e->set_reason(kind.second);
-    std::sort(messages.begin(), messages.end());
-    messages.erase(std::unique(messages.begin(), messages.end()), messages.end());
-    e->set_message(absl::StrJoin(messages, "; "));
-  }
+    e->set_status(static_cast<StorageHealthErrorType>(status));
+    e->set_reason(reason);
+    e->set_message(std::move(message));
+  });
   return absl::OkStatus();
 }
 
