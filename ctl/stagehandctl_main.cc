@@ -39,7 +39,6 @@ using stagehand::ctl::Common;
 using stagehand::ctl::Context;
 using stagehand::ctl::Fail;
 using stagehand::ctl::kUsage;
-using stagehand::ctl::OutputWidth;
 using stagehand::ctl::Print;
 using stagehand::ctl::Usage;
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include <absl/strings/ascii.h>
+#include <absl/strings/match.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
@@ -18,7 +19,7 @@ namespace {
 // The kernel's name of the block device `source` ("loop3", "dm-2"), or "" when it is not a
 // device node. realpath(3) of a /dev node reads only /dev, never the device.
 std::string KernelDeviceName(const std::string& source) {
-  if (source.rfind("/dev/", 0) != 0) {
+  if (!absl::StartsWith(source, "/dev/")) {
     return "";
   }
   std::unique_ptr<char, decltype(&free)> real(realpath(source.c_str(), nullptr), &free);

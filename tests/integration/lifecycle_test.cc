@@ -199,7 +199,7 @@ TEST_F(LifecycleTest, AFailedFilesystemIsAbnormalUntilItIsStagedAgain) {
   // An ext4 error as I/O errors cause it: with errors=remount-ro the kernel aborts the journal
   // and marks the superblock emergency_ro, which statvfs does not show.
   const std::string device = MountSource(Staging("vol-f"));
-  ASSERT_EQ(device.rfind("/dev/", 0), 0U) << device;
+  ASSERT_TRUE(device.starts_with("/dev/")) << device;
   const std::string trigger =
       "/sys/fs/ext4/" + device.substr(device.rfind('/') + 1) + "/trigger_fs_error";
   { std::ofstream(trigger) << "stagehand lifecycle test\n"; }
