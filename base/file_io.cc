@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <utility>
 
 #include <absl/cleanup/cleanup.h>
@@ -39,10 +40,32 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return out;
 }
 
+namespace {
+
+absl::Status WriteAll(int fd, std::string_view content, const std::string& path) {
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = pwrite(fd, content.data() + done, content.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return ErrnoStatus(errno, absl::StrCat("write '", path, "'"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
                                  Durability durability) {
   const std::string tmp = absl::StrCat(path, ".tmp");
-  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  const bool rewrite = durability == Durability::kAtomicRewrite;
+  // A rewrite keeps the previous version's inode and blocks: no O_TRUNC, the length is set after
+  // the write.
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (rewrite ? 0 : O_TRUNC), mode));
   if (!fd) {
     return ErrnoStatus(errno, absl::StrCat("create '", tmp, "'"));
   }
@@ -51,21 +74,19 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   if (fchmod(fd.Get(), mode) != 0) {
     return ErrnoStatus(errno, absl::StrCat("chmod '", tmp, "'"));
   }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd.Get(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return ErrnoStatus(errno, absl::StrCat("write '", tmp, "'"));
-    }
-    done += static_cast<size_t>(n);
+  SH_RETURN_IF_ERROR(WriteAll(fd.Get(), content, tmp));
+  if (rewrite && ftruncate(fd.Get(), static_cast<off_t>(content.size())) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("truncate '", tmp, "'"));
   }
   if (durability == Durability::kSynced && fsync(fd.Get()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("fsync '", tmp, "'"));
   }
   fd.Reset();
+  if (rewrite && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+    std::move(remove_tmp).Cancel();  // It holds the previous version now.
+    return absl::OkStatus();
+  }
+  // The first write (nothing to exchange with), or a filesystem without RENAME_EXCHANGE.
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("rename '", tmp, "'"));
   }
@@ -98,6 +119,11 @@ absl::Status MakeDirs(const std::string& path, mode_t mode) {
     return ErrnoStatus(errno, absl::StrCat("mkdir '", path, "'"));
   }
   return absl::OkStatus();
+}
+
+absl::Status RemoveRewrittenFile(const std::string& path) {
+  SH_RETURN_IF_ERROR(RemoveFileIfExists(path));
+  return RemoveFileIfExists(absl::StrCat(path, ".tmp"));
 }
 
 absl::Status RemoveFileIfExists(const std::string& path) {

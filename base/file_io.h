@@ -17,6 +17,11 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 enum class Durability {
   kSynced,      // fsync the file and its directory: survives a power loss.
   kAtomicOnly,  // No fsync: survives a process crash (old or new content), not a power loss.
+  // As kAtomicOnly, for a file rewritten often: the previous version stays at "<path>.tmp", a
+  // rewrite writes over it in place and swaps it in with renameat2(RENAME_EXCHANGE), so that a
+  // rewrite neither creates nor frees an inode (on ext4 mounted with `discard`, freeing the
+  // replaced inode costs a synchronous discard). Remove such a file with RemoveRewrittenFile.
+  kAtomicRewrite,
 };
 
 // Writes `content` to `path` through a temp file in the same directory and renames it over
@@ -30,5 +35,8 @@ absl::Status MakeDirs(const std::string& path, mode_t mode);
 
 // Removes a file; OK if it does not exist.
 absl::Status RemoveFileIfExists(const std::string& path);
+
+// Removes a file written with Durability::kAtomicRewrite and its previous version.
+absl::Status RemoveRewrittenFile(const std::string& path);
 
 }  // namespace stagehand

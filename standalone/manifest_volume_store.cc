@@ -75,8 +75,13 @@ reconciler::ActualVolume FromRecord(const Record& r) {
 }
 
 // Atomic but not fsynced: after a power loss nothing is mounted any more, and a record that is
-// lost or stale is reconciled against the mount table like any uncertain state.
+// lost or stale is reconciled against the mount table like any uncertain state. A volume's record
+// is rewritten before and after each of its CSI calls, so it keeps its previous version beside it
+// (volume.json.tmp) to write over: no inode is created or freed per write.
 constexpr proto::JsonFileOptions kRecordFile{
+    .mode = 0600, .durability = Durability::kAtomicRewrite, .proto_field_names = true};
+// Written once per staging path.
+constexpr proto::JsonFileOptions kVolDataFile{
     .mode = 0600, .durability = Durability::kAtomicOnly, .proto_field_names = true};
 
 }  // namespace
@@ -142,7 +147,7 @@ absl::Status ManifestVolumeStore::Save(const reconciler::ActualVolume& volume) {
       data.set_driver_name(volume.driver);
       data.set_volume_name(volume.name);
       SH_RETURN_IF_ERROR(MakeDirs(ParentDir(volume.staging_path), 0750));
-      SH_RETURN_IF_ERROR(proto::WriteJsonFile(vol_data, data, kRecordFile));
+      SH_RETURN_IF_ERROR(proto::WriteJsonFile(vol_data, data, kVolDataFile));
     }
   }
   return absl::OkStatus();
@@ -157,7 +162,7 @@ absl::Status ManifestVolumeStore::Remove(const reconciler::ActualVolume& volume)
     (void)rmdir(ParentDir(volume.staging_path).c_str());
   }
   const std::string path = RecordPath(volume.name);
-  SH_RETURN_IF_ERROR(RemoveFileIfExists(path));
+  SH_RETURN_IF_ERROR(RemoveRewrittenFile(path));
   (void)rmdir(ParentDir(path).c_str());
   return absl::OkStatus();
 }
