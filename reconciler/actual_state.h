@@ -4,6 +4,7 @@
 // and where it is published. Each change is persisted *before* the CSI call that makes it (as
 // "uncertain"), so a crash at any moment leaves a record that says what may exist.
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -48,6 +49,28 @@ struct ActualVolume {
 
   ActualTarget* FindTarget(const std::string& path);
   const ActualTarget* FindTarget(const std::string& path) const;
+};
+
+// The actual state in memory, by volume name, like the kubelet's actual state of the world: what
+// the records say exists (reconstructed at start, then kept by the operations). It finds the
+// volume that holds a staging path without a scan. Not thread-safe: the reconciler holds it under
+// its lock.
+class ActualState {
+ public:
+  const ActualVolume* Find(const std::string& name) const;
+  // For changes of stage and target states (never of the name or staging path).
+  ActualVolume* FindMutable(const std::string& name);
+  // Adds or replaces the record of volume.name.
+  void Set(ActualVolume volume);
+  void Erase(const std::string& name);
+  // A volume other than `name` whose record holds `staging_path`; empty when there is none.
+  std::string OtherAt(const std::string& staging_path, const std::string& name) const;
+
+  const std::map<std::string, ActualVolume>& volumes() const { return volumes_; }
+
+ private:
+  std::map<std::string, ActualVolume> volumes_;
+  std::multimap<std::string, std::string> by_staging_path_;  // Staging path -> name.
 };
 
 // Persistence of ActualVolume records. Thread-safe for different names.

@@ -100,6 +100,8 @@ const char* OpKindName(OpKind kind) {
       return "unstage";
     case OpKind::kForget:
       return "forget";
+    case OpKind::kRecordFile:
+      return "record";
   }
   return "unknown";
 }

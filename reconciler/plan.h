@@ -21,6 +21,9 @@ enum class OpKind {
   kUnpublish,
   kUnstage,
   kForget,  // Drop a record that holds nothing (never staged, no targets). No CSI call.
+  // Record the file that declares the volume now (a renamed manifest). No CSI call; planned by
+  // the reconciler, never by ComputePlan.
+  kRecordFile,
 };
 
 struct Op {

@@ -17,18 +17,20 @@
 //   anything else; what is intact is adopted without a single CSI call. Volumes nobody declares
 //   are torn down only after DesiredComplete() (the manifest directory was read).
 //
+// In the kubelet's shape: the desired state (desired_state.h), the actual state (actual_state.h),
+// reconstruction (reconstruction.h), the operation executor (operation_executor.h) and the status
+// view (status_view.h) are parts of their own; this class is the loop that plans one operation per
+// volume from the first two and hands it to the executor. Nothing under its lock does file I/O or
+// creates a channel: the executor records and calls, and the periodic mount check reads the mount
+// table before it takes the lock.
+//
 // Thread-safe; all public methods may be called from any thread.
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
-#include <memory>
-#include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -38,8 +40,12 @@
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "reconciler/actual_state.h"
+#include "reconciler/desired_state.h"
 #include "reconciler/node_client.h"
+#include "reconciler/operation_executor.h"
+#include "reconciler/operation_state.h"
 #include "reconciler/plan.h"
+#include "reconciler/status_view.h"
 #include "reconciler/volume_phase.h"
 
 namespace stagehand::reconciler {
@@ -57,41 +63,7 @@ struct ReconcilerOptions {
   std::function<void(const std::string& driver, const std::string& operation)> on_failure;
 };
 
-struct TargetStatus {
-  std::string target_path;
-  bool read_only = false;
-  std::string state;  // "published", "uncertain", "pending" (declared, not published yet).
-};
-
-struct VolumeStatus {
-  std::string name;
-  std::string manifest_file;
-  bool declared = false;
-  std::string driver;
-  std::string volume_handle;
-  std::string staging_path;
-  VolumePhase phase = VolumePhase::kPending;
-  std::string stage_state;  // "none", "uncertain", "staged".
-  std::vector<TargetStatus> targets;
-  std::string in_flight;       // Operation running now, if any.
-  std::string manifest_error;  // The manifest is broken (the last good spec still applies).
-  std::string blocked;         // Why it waits (driver missing, immutable field changed, ...).
-  std::string last_error;
-  std::string condition;  // The driver reports the volume abnormal: why (ReportCondition).
-  int attempts = 0;       // Consecutive failures of the current operation.
-  std::optional<std::chrono::system_clock::time_point> next_retry;
-};
-
-struct ReconcilerStatus {
-  uint64_t generation = 0;
-  bool ready = false;  // Reconstruction and the first reconcile after DesiredComplete are done.
-  std::vector<VolumeStatus> volumes;
-  std::map<std::string, std::string> manifest_errors;  // By file, for files with no volume.
-  std::vector<std::string> store_errors;
-  size_t workers = 0;  // Worker threads alive (they start with work and leave when idle).
-};
-
-class Reconciler {
+class Reconciler final : private OperationExecutor::Listener {
  public:
   // The references must outlive the reconciler.
   Reconciler(ReconcilerOptions options, DriverDirectory& drivers, ActualStore& store,
@@ -99,7 +71,7 @@ class Reconciler {
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
   // Stops the loop and waits for running operations to finish.
-  ~Reconciler();
+  ~Reconciler() override;
 
   // Reconstructs the actual state and starts the loop and the workers.
   absl::Status Start();
@@ -129,96 +101,60 @@ class Reconciler {
   ReconcilerStatus WaitForChange(uint64_t generation, std::chrono::milliseconds timeout) const;
 
   // CSI calls made so far (Node*), for tests and benchmarks.
-  uint64_t node_calls() const { return node_calls_.load(); }
+  uint64_t node_calls() const { return executor_.node_calls(); }
 
  private:
-  struct Entry {
-    std::optional<ActualVolume> actual;
-    bool in_flight = false;
-    Op in_flight_op;
-    Op current_op;  // The operation the backoff belongs to.
-    std::unique_ptr<RetrySchedule> schedule;
-    std::string last_error;
-    std::string blocked;
-    std::string condition;  // ReportCondition.
-    std::optional<std::chrono::system_clock::time_point> next_retry;
-  };
-
-  struct Task {
-    std::string name;
-    Op op;
-    std::optional<ActualVolume> actual;
-    std::optional<VolumeSpec> spec;
-    std::string manifest_file;
-    std::shared_ptr<NodeClient> client;
-  };
-
-  struct Result {
-    std::optional<ActualVolume> actual;
-    absl::Status status;
-  };
+  // OperationExecutor::Listener (from the workers, without the lock).
+  void OperationDone(const Operation& operation, OperationResult result) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void WorkersChanged() override ABSL_LOCKS_EXCLUDED(mu_);
 
   void Loop(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
-  void Work(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
   // Plans the volumes marked dirty (all of them after Poke, resync or DesiredComplete) and
-  // those whose backoff has passed.
-  void PlanDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PlanOne(const std::string& name, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // those whose backoff has passed; returns the operations to submit.
+  std::vector<Operation> PlanDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PlanOne(const std::string& name, OperationState& ops, std::vector<Operation>& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The periodic safety net (the mount table is read with the lock let go): volumes at rest,
+  // with the operations each has finished; one that changes while the table is read is left for
+  // the next round.
+  std::map<std::string, uint64_t> RestingVolumes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks staging and publish mounts of `resting` volumes that are not in `mounted` as uncertain.
+  void VerifyMounts(const std::map<std::string, uint64_t>& resting,
+                    const absl::StatusOr<std::set<std::string>>& mounted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDirty(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkAllDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void VerifyMounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The operations run without the lock (workers).
-  Result Execute(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
-  Result Stage(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
-  Result Publish(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
-  Result Unpublish(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
-  Result Unstage(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
-  Entry& EntryFor(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Persists `file` as the volume's manifest file when it changed.
-  void RecordManifestFile(const std::string& name, Entry& entry, const std::string& file)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A volume waiting for `staging_path` to be free (another name's record of it) may go on.
+  void StagingPathFreed(const std::string& staging_path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  OperationState& OperationsOf(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  VolumeStatus StatusOf(const std::string& name, const Entry* entry) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  ReconcilerOptions options_;
-  DriverDirectory& drivers_;
+  const ReconcilerOptions options_;
   ActualStore& store_;
   MountTable& mounts_;
   const Clock& clock_;
-  std::atomic<uint64_t> node_calls_{0};
 
   mutable Mutex mu_;
   mutable std::condition_variable_any cv_;          // Loop wake-ups.
   mutable std::condition_variable_any changed_cv_;  // Status watchers.
-  mutable std::condition_variable_any work_cv_;     // Workers.
+  DesiredState desired_ ABSL_GUARDED_BY(mu_);
+  ActualState actual_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, OperationState> operations_ ABSL_GUARDED_BY(mu_);  // By volume name.
   bool dirty_ ABSL_GUARDED_BY(mu_) = true;
   bool plan_all_ ABSL_GUARDED_BY(mu_) = true;
   std::set<std::string> dirty_names_ ABSL_GUARDED_BY(mu_);
   std::multimap<Clock::TimePoint, std::string> timers_ ABSL_GUARDED_BY(mu_);  // Backoff expiries.
   // Staging path -> the volume waiting for another volume's record of it to go.
   std::map<std::string, std::string> waiting_on_staging_ ABSL_GUARDED_BY(mu_);
-  bool desired_complete_ ABSL_GUARDED_BY(mu_) = false;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);       // By volume name.
-  std::map<std::string, VolumeSpec> desired_ ABSL_GUARDED_BY(mu_);  // By volume name.
-  std::map<std::string, std::string> file_of_name_
-      ABSL_GUARDED_BY(mu_);  // Volume name -> manifest file.
-  std::map<std::string, std::string> name_of_file_
-      ABSL_GUARDED_BY(mu_);  // Manifest file -> volume name.
-  std::map<std::string, std::string> manifest_errors_
-      ABSL_GUARDED_BY(mu_);  // Manifest file -> error.
   std::vector<std::string> store_errors_ ABSL_GUARDED_BY(mu_);
-  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   Clock::TimePoint next_resync_ ABSL_GUARDED_BY(mu_);
+  SplitMix64 seeds_ ABSL_GUARDED_BY(mu_);  // One seed per volume's retry schedule.
 
-  // Workers start when tasks outnumber the idle ones, up to max_parallel, and exit after
-  // worker_idle_timeout without a task: an agent with nothing to do has none. No worker starts
-  // once stopping_.
-  std::vector<std::jthread> workers_ ABSL_GUARDED_BY(mu_);
-  size_t idle_workers_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Declared after the state its workers report into, so that it is stopped first.
+  OperationExecutor executor_;
   std::jthread loop_;
 };
 

@@ -1,9 +1,6 @@
-// The reconciler's status view: what `stagehandctl agent volumes`, the agent API, /readyz and the
-// metrics show, and the long poll on its generation.
+#include "reconciler/status_view.h"
 
-#include <algorithm>
-
-#include "reconciler/reconciler.h"
+#include <set>
 
 namespace stagehand::reconciler {
 namespace {
@@ -20,17 +17,61 @@ const char* StageName(StageState s) {
   return "unknown";
 }
 
+// The phase of a volume while `kind` runs; nullopt when the operation changes nothing a person
+// would see (recording a renamed manifest).
+std::optional<VolumePhase> RunningPhase(OpKind kind) {
+  switch (kind) {
+    case OpKind::kStage:
+      return VolumePhase::kStaging;
+    case OpKind::kPublish:
+      return VolumePhase::kPublishing;
+    case OpKind::kUnpublish:
+      return VolumePhase::kUnpublishing;
+    case OpKind::kUnstage:
+      return VolumePhase::kUnstaging;
+    case OpKind::kForget:
+    case OpKind::kNone:
+      return VolumePhase::kForgetting;
+    case OpKind::kRecordFile:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// The phase when nothing that shows runs.
+VolumePhase RestingPhase(const VolumeStatus& v, const ActualVolume* a) {
+  if (!v.last_error.empty()) {
+    return VolumePhase::kError;
+  }
+  if (!v.blocked.empty()) {
+    return VolumePhase::kWaiting;
+  }
+  if (a == nullptr) {
+    return VolumePhase::kPending;
+  }
+  if (a->stage == StageState::kUncertain) {
+    return VolumePhase::kUncertain;
+  }
+  bool all = !v.targets.empty();
+  for (const auto& t : v.targets) {
+    all = all && t.state == "published";
+  }
+  if (all) {
+    return VolumePhase::kPublished;
+  }
+  return a->stage == StageState::kStaged ? VolumePhase::kStaged : VolumePhase::kPending;
+}
+
 }  // namespace
 
-VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) const {
+VolumeStatus VolumeStatusOf(const std::string& name, const DesiredState& desired,
+                            const ActualVolume* a, const OperationState* ops) {
   VolumeStatus v;
   v.name = name;
-  auto desired = desired_.find(name);
-  const VolumeSpec* spec = desired == desired_.end() ? nullptr : &desired->second;
+  const VolumeSpec* spec = desired.Find(name);
   v.declared = spec != nullptr;
-  const ActualVolume* a = entry != nullptr && entry->actual ? &*entry->actual : nullptr;
   if (spec != nullptr) {
-    v.manifest_file = file_of_name_.at(name);
+    v.manifest_file = desired.FileOf(name);
     v.driver = spec->driver;
     v.volume_handle = spec->volume_handle;
   } else if (a != nullptr) {
@@ -38,8 +79,8 @@ VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) c
     v.driver = a->driver;
     v.volume_handle = a->volume_handle;
   }
-  if (auto e = manifest_errors_.find(v.manifest_file); e != manifest_errors_.end()) {
-    v.manifest_error = e->second;
+  if (const std::string* error = desired.ErrorOf(v.manifest_file)) {
+    v.manifest_error = *error;
   }
   v.stage_state = StageName(a != nullptr ? a->stage : StageState::kNone);
   v.staging_path = a != nullptr ? a->staging_path : "";
@@ -58,99 +99,20 @@ VolumeStatus Reconciler::StatusOf(const std::string& name, const Entry* entry) c
       }
     }
   }
-  if (entry != nullptr) {
-    v.in_flight = entry->in_flight ? OpKindName(entry->in_flight_op.kind) : "";
-    v.blocked = entry->blocked;
-    v.last_error = entry->last_error;
-    v.condition = entry->condition;
-    v.attempts = entry->schedule ? entry->schedule->failures() : 0;
-    v.next_retry = entry->next_retry;
-  }
-  // One word for people.
-  if (entry != nullptr && entry->in_flight) {
-    switch (entry->in_flight_op.kind) {
-      case OpKind::kStage:
-        v.phase = VolumePhase::kStaging;
-        break;
-      case OpKind::kPublish:
-        v.phase = VolumePhase::kPublishing;
-        break;
-      case OpKind::kUnpublish:
-        v.phase = VolumePhase::kUnpublishing;
-        break;
-      case OpKind::kUnstage:
-        v.phase = VolumePhase::kUnstaging;
-        break;
-      case OpKind::kForget:
-      case OpKind::kNone:
-        v.phase = VolumePhase::kForgetting;
-        break;
+  std::optional<VolumePhase> running;
+  if (ops != nullptr) {
+    v.in_flight = ops->in_flight ? OpKindName(ops->in_flight_op.kind) : "";
+    v.blocked = ops->blocked;
+    v.last_error = ops->last_error;
+    v.condition = ops->condition;
+    v.attempts = ops->schedule ? ops->schedule->failures() : 0;
+    v.next_retry = ops->next_retry;
+    if (ops->in_flight) {
+      running = RunningPhase(ops->in_flight_op.kind);
     }
-  } else if (!v.last_error.empty()) {
-    v.phase = VolumePhase::kError;
-  } else if (!v.blocked.empty()) {
-    v.phase = VolumePhase::kWaiting;
-  } else if (a == nullptr) {
-    v.phase = VolumePhase::kPending;
-  } else if (a->stage == StageState::kUncertain) {
-    v.phase = VolumePhase::kUncertain;
-  } else {
-    bool all = !v.targets.empty();
-    for (const auto& t : v.targets) {
-      all = all && t.state == "published";
-    }
-    v.phase =
-        all ? VolumePhase::kPublished
-            : (a->stage == StageState::kStaged ? VolumePhase::kStaged : VolumePhase::kPending);
   }
+  v.phase = running ? *running : RestingPhase(v, a);
   return v;
-}
-
-ReconcilerStatus Reconciler::Status() const {
-  MutexLock lock(mu_);
-  ReconcilerStatus status;
-  status.generation = generation_;
-  status.ready = ready_;
-  status.store_errors = store_errors_;
-  status.workers = workers_.size();
-  std::set<std::string> names;
-  for (const auto& [name, entry] : entries_) {
-    names.insert(name);
-  }
-  for (const auto& [name, spec] : desired_) {
-    names.insert(name);
-  }
-  for (const auto& name : names) {
-    auto it = entries_.find(name);
-    status.volumes.push_back(StatusOf(name, it == entries_.end() ? nullptr : &it->second));
-  }
-  for (const auto& [file, error] : manifest_errors_) {
-    if (!name_of_file_.contains(file)) {
-      status.manifest_errors[file] = error;
-    }
-  }
-  return status;
-}
-
-uint64_t Reconciler::Generation() const {
-  MutexLock lock(mu_);
-  return generation_;
-}
-
-bool Reconciler::Ready() const {
-  MutexLock lock(mu_);
-  return ready_;
-}
-
-ReconcilerStatus Reconciler::WaitForChange(uint64_t generation,
-                                           std::chrono::milliseconds timeout) const {
-  {
-    MutexLock lock(mu_);
-    changed_cv_.wait_for(mu_, timeout, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return generation_ > generation;
-    });
-  }
-  return Status();
 }
 
 }  // namespace stagehand::reconciler

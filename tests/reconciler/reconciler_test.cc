@@ -383,6 +383,9 @@ TEST_F(ReconcilerTest, ARenamedManifestKeepsItsVolumeWithoutACallAndIsRecorded) 
 
   reconciler_->RenameManifest("v1.yaml", "renamed.yaml");
   reconciler_->Declare("renamed.yaml", Spec("v1", {{"/srv/a", false}}));
+  // The record learns the new name from an operation of its own (no CSI call).
+  WaitUntil(
+      [this](const auto&) { return store_.records().at("v1").manifest_file == "renamed.yaml"; });
   auto status = Settle();
 
   EXPECT_EQ(Phase(status, "v1"), "published");
