@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "proto/csi.pb.h"
+#include "proto/state.pb.h"
 
 namespace stagehand::driver {
 
@@ -34,5 +35,14 @@ absl::Status CheckNotReserved(const std::string& path, std::string_view field,
 // contain ',' and must not be "bind", "rbind", "remount" or "move". Access modes: single-node
 // modes and MULTI_NODE_READER_ONLY for both; multi-node writers only for block volumes.
 absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& capability);
+
+// SINGLE_NODE_READER_ONLY or MULTI_NODE_READER_ONLY.
+bool IsReaderOnly(csi::v1::VolumeCapability::AccessMode::Mode mode);
+
+// The access mode a volume was staged with, persisted in its record by its CSI name (so that a
+// reordered enum never changes what a record means); UNKNOWN when the record has none or a name
+// this build does not know.
+csi::v1::VolumeCapability::AccessMode::Mode RecordedAccessMode(
+    const state::v1::VolumeRecord& record);
 
 }  // namespace stagehand::driver

@@ -9,6 +9,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
+#include "driver/csi_validation.h"
 #include "driver/node_service.h"
 #include "iscsi/session_conversions.h"
 #include "mounter/filesystem_health.h"
@@ -19,11 +20,6 @@ namespace {
 using csi::v1::StorageHealthErrorType;
 using csi::v1::VolumeHealthErrorType;
 using state::v1::VolumeRecord;
-
-bool ReaderOnly(const VolumeRecord& rec) {
-  return rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
-         rec.access_mode() == "MULTI_NODE_READER_ONLY";
-}
 
 // Problems by (status, reason), in the order first seen, with their messages.
 using Kinds = std::vector<std::pair<std::pair<int, std::string>, std::vector<std::string>>>;
@@ -86,9 +82,9 @@ std::vector<VolumeProblem> NodeService::ProblemsAt(const VolumeRecord& rec,
   }
   // The staging mount and every bind of it share one superblock: its options and error counter
   // say whether the filesystem still takes writes (statvfs does not show emergency_ro).
-  const bool staged_writable =
-      !ReaderOnly(rec) && std::find(rec.mount_flags().begin(), rec.mount_flags().end(), "ro") ==
-                              rec.mount_flags().end();
+  const bool staged_writable = !IsReaderOnly(RecordedAccessMode(rec)) &&
+                               std::find(rec.mount_flags().begin(), rec.mount_flags().end(),
+                                         "ro") == rec.mount_flags().end();
   if (auto failed = mounter::CheckFilesystem(**mount, staged_writable)) {
     out.push_back({failed->reason == "FilesystemFailed" ? VolumeHealthErrorType::INACCESSIBLE
                                                         : VolumeHealthErrorType::DEGRADED,

@@ -9,6 +9,7 @@
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
+#include "driver/csi_validation.h"
 #include "driver/lun_claims.h"
 #include "driver/target_path.h"
 #include "mounter/filesystem.h"
@@ -109,11 +110,10 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
           absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
                        "'; unstage it there first"));
     }
-    const bool same =
-        rec.block() == cap.block && rec.fs_type() == cap.fs_type &&
-        SameFlags(rec.mount_flags(), cap.mount_flags) &&
-        ToMap(rec.volume_context()) == ToMap(req.volume_context()) &&
-        rec.access_mode() == csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode);
+    const bool same = rec.block() == cap.block && rec.fs_type() == cap.fs_type &&
+                      SameFlags(rec.mount_flags(), cap.mount_flags) &&
+                      ToMap(rec.volume_context()) == ToMap(req.volume_context()) &&
+                      RecordedAccessMode(rec) == cap.access_mode;
     if (rec.phase() == VolumeRecord::STAGED && !same) {
       return absl::AlreadyExistsError(
           absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
@@ -281,7 +281,7 @@ absl::Status NodeService::CheckPublishable(const csi::v1::NodePublishVolumeReque
     }
   }
   if (cap.access_mode == csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER ||
-      rec.access_mode() == "SINGLE_NODE_SINGLE_WRITER") {
+      RecordedAccessMode(rec) == csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER) {
     // One workload at a time (CSI spec): a second target path is a second workload.
     for (const auto& p : rec.publishes()) {
       if (p.target_path() != req.target_path()) {

@@ -5,6 +5,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
+#include "driver/csi_validation.h"
 #include "driver/node_service.h"
 #include "driver/target_path.h"
 #include "mounter/volume_stats.h"
@@ -29,8 +30,7 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   }
   const VolumeRecord& rec = *existing;
   bool known = rec.staging_path() == req.volume_path();
-  bool readonly_requested = rec.access_mode() == "SINGLE_NODE_READER_ONLY" ||
-                            rec.access_mode() == "MULTI_NODE_READER_ONLY";
+  bool readonly_requested = IsReaderOnly(RecordedAccessMode(rec));
   for (const auto& p : rec.publishes()) {
     if (p.target_path() == req.volume_path()) {
       known = true;
