@@ -11,39 +11,41 @@
 
 namespace stagehand {
 
-uint64_t ProcessStartTime(int pid) {
+namespace {
+
+// The fields of /proc/<pid>/stat from field 3 (state) on; empty when the process is gone or the
+// file cannot be read. The command name (field 2) may contain spaces and parentheses, so the
+// fields are taken after the last ')'.
+std::vector<std::string> StatFieldsFromState(int pid) {
   auto stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
   if (!stat.ok()) {
-    return 0;
+    return {};
   }
-  // The command name (field 2) may contain spaces; fields after it follow the last ')'.
   const size_t close = stat->rfind(')');
-  if (close == std::string::npos) {
-    return 0;
+  if (close == std::string::npos || close + 2 >= stat->size()) {
+    return {};
   }
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(*stat).substr(close + 2), ' ');
+  return absl::StrSplit(absl::string_view(*stat).substr(close + 2), ' ');
+}
+
+}  // namespace
+
+uint64_t ProcessStartTime(int pid) {
+  const std::vector<std::string> fields = StatFieldsFromState(pid);
   // fields[0] is field 3 (state); starttime is field 22.
   uint64_t start = 0;
   if (fields.size() <= 19 || !absl::SimpleAtoi(fields[19], &start)) {
     return 0;
   }
-  if (!fields.empty() && fields[0] == "Z") {
+  if (fields[0] == "Z") {
     return 0;  // A zombie has exited.
   }
   return start;
 }
 
 char ProcessState(int pid) {
-  auto stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) {
-    return '\0';
-  }
-  const size_t close = stat->rfind(')');
-  if (close == std::string::npos || close + 2 >= stat->size()) {
-    return '\0';
-  }
-  return (*stat)[close + 2];
+  const std::vector<std::string> fields = StatFieldsFromState(pid);
+  return fields.empty() || fields[0].empty() ? '\0' : fields[0][0];
 }
 
 bool IsSameProcessAlive(int pid, uint64_t start_time) {
