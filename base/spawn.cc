@@ -19,6 +19,8 @@ namespace {
 constexpr size_t kIntermediateStack = size_t{256} * 1024;
 
 struct DetachRequest {
+  int stdin_fd = -1;
+  int stdout_fd = -1;
   const char* path = nullptr;
   char* const* argv = nullptr;
   posix_spawn_file_actions_t* actions = nullptr;
@@ -28,8 +30,27 @@ struct DetachRequest {
 
 // Runs on a stack AddressSanitizer does not know, with the caller's thread state: not
 // instrumented (its no-return handling would unpoison the caller's stack).
+//
+// It has a copy of the caller's descriptor table (no CLONE_FILES) and keeps it until the program
+// has been exec'd: first it closes every descriptor but the two the program gets, so that a
+// caller killed meanwhile leaves none of its listening sockets open in here (a restarted agent
+// would find its registration socket still accepting and take it for another agent's).
+__attribute__((no_sanitize("address"))) void CloseAllExcept(int a, int b) {
+  unsigned int first = STDERR_FILENO + 1;
+  for (int keep : {a < b ? a : b, a < b ? b : a}) {
+    if (keep >= static_cast<int>(first)) {
+      if (keep > static_cast<int>(first)) {
+        (void)close_range(first, static_cast<unsigned int>(keep) - 1, 0);
+      }
+      first = static_cast<unsigned int>(keep) + 1;
+    }
+  }
+  (void)close_range(first, ~0U, 0);
+}
+
 __attribute__((no_sanitize("address"))) int Intermediate(void* arg) {
   auto* request = static_cast<DetachRequest*>(arg);
+  CloseAllExcept(request->stdin_fd, request->stdout_fd);
   request->result = posix_spawn(nullptr, request->path, request->actions, request->attributes,
                                 request->argv, environ);
   _exit(0);
@@ -110,6 +131,8 @@ absl::Status SpawnDetached(const std::vector<std::string>& argv, int stdin_fd, i
   }
   absl::Cleanup unmap = [stack] { munmap(stack, kIntermediateStack); };
   DetachRequest request;
+  request.stdin_fd = stdin_fd;
+  request.stdout_fd = stdout_fd;
   request.path = cargv[0];
   request.argv = cargv.data();
   request.actions = actions.get();
