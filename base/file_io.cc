@@ -122,8 +122,9 @@ absl::Status MakeDirs(const std::string& path, mode_t mode) {
 }
 
 absl::Status RemoveRewrittenFile(const std::string& path) {
-  SH_RETURN_IF_ERROR(RemoveFileIfExists(path));
-  return RemoveFileIfExists(absl::StrCat(path, ".tmp"));
+  // The previous version first: a crash in between leaves the file, which is removed again.
+  SH_RETURN_IF_ERROR(RemoveFileIfExists(absl::StrCat(path, ".tmp")));
+  return RemoveFileIfExists(path);
 }
 
 absl::Status RemoveFileIfExists(const std::string& path) {

@@ -21,6 +21,8 @@ enum class Durability {
   // rewrite writes over it in place and swaps it in with renameat2(RENAME_EXCHANGE), so that a
   // rewrite neither creates nor frees an inode (on ext4 mounted with `discard`, freeing the
   // replaced inode costs a synchronous discard). Remove such a file with RemoveRewrittenFile.
+  // After a power loss the file may be torn (nothing is fsynced, and a write over existing
+  // blocks is not ordered before the exchange): readers must treat an unparsable file as lost.
   kAtomicRewrite,
 };
 

@@ -56,8 +56,11 @@ void OperationExecutor::Submit(std::vector<Operation> operations) {
     for (auto& operation : operations) {
       queue_.push_back(std::move(operation));
     }
+    // Busy workers take nothing from the queue: one more per operation that no idle (or
+    // starting) worker will take, up to max_parallel.
     const size_t most = static_cast<size_t>(std::max(1, options_.max_parallel));
-    while (queue_.size() > idle_ && workers_.size() < most && workers_.size() < queue_.size()) {
+    while (queue_.size() > idle_ + starting_ && workers_.size() < most) {
+      ++starting_;
       workers_.emplace_back([this](const std::stop_token& token) { Work(token); });
     }
     cv_.notify_all();
@@ -90,10 +93,15 @@ size_t OperationExecutor::workers() const {
 }
 
 void OperationExecutor::Work(const std::stop_token& token) {
+  bool started = false;
   while (true) {
     std::optional<Operation> operation;
     {
       MutexLock lock(mu_);
+      if (!started) {
+        started = true;
+        --starting_;
+      }
       ++idle_;
       const bool got =
           cv_.wait_for(mu_, token, options_.worker_idle_timeout,

@@ -106,6 +106,7 @@ class OperationExecutor {
   // Workers that left when idle; joined by the next Submit or Stop (outside mu_).
   std::vector<std::jthread> finished_ ABSL_GUARDED_BY(mu_);
   size_t idle_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t starting_ ABSL_GUARDED_BY(mu_) = 0;  // Started, not waiting for an operation yet.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -26,7 +26,8 @@ struct OperationState {
   std::optional<std::chrono::system_clock::time_point> next_retry;
   // Something asked for a new plan while an operation ran (see Reconciler::OperationDone).
   bool replan = false;
-  uint64_t completions = 0;  // Operations finished so far (the periodic mount check's guard).
+  bool record_failed = false;  // The last kRecordFile failed (it waits for the backoff).
+  uint64_t completions = 0;    // Operations finished so far (the periodic mount check's guard).
 };
 
 }  // namespace stagehand::reconciler

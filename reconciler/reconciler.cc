@@ -245,9 +245,18 @@ void Reconciler::PlanOne(const std::string& name, OperationState& ops,
   Plan plan = ComputePlan(spec, actual, keep);
   std::string blocked = plan.blocked;
   const std::string file = spec != nullptr ? desired_.FileOf(name) : "";
-  if (plan.op.kind == OpKind::kNone && spec != nullptr && actual != nullptr &&
-      actual->manifest_file != file) {
-    plan.op.kind = OpKind::kRecordFile;  // A renamed manifest, nothing else to do.
+  // A renamed manifest is recorded before anything else, so that the new file protects the
+  // volume after a restart (should it be broken then) even while the next operation waits for
+  // its backoff or its driver. Only a failed record write waits for a backoff of its own.
+  if (spec != nullptr && actual != nullptr && actual->manifest_file != file) {
+    if (ops.record_failed && !ops.schedule->Due()) {
+      timers_.emplace(ops.schedule->next_attempt(), name);
+      return;
+    }
+    Op record;
+    record.kind = OpKind::kRecordFile;
+    Dispatch(name, ops, record, spec, actual, out);
+    return;
   }
   if (plan.op.kind == OpKind::kNone) {
     if (blocked.empty()) {
@@ -286,21 +295,49 @@ void Reconciler::PlanOne(const std::string& name, OperationState& ops,
       return;  // Its removal wakes us (StagingPathFreed).
     }
   }
+  Dispatch(name, ops, plan.op, spec, actual, out);
+}
+
+void Reconciler::Dispatch(const std::string& name, OperationState& ops, const Op& op,
+                          const VolumeSpec* spec, const ActualVolume* actual,
+                          std::vector<Operation>& out) {
   ops.in_flight = true;
-  ops.in_flight_op = plan.op;
+  ops.in_flight_op = op;
   ops.replan = false;
   Operation operation;
   operation.name = name;
-  operation.op = plan.op;
+  operation.op = op;
   operation.driver = spec != nullptr ? spec->driver : actual->driver;
   if (actual != nullptr) {
     operation.actual = *actual;
   }
   if (spec != nullptr) {
     operation.spec = *spec;
-    operation.manifest_file = file;
+    operation.manifest_file = desired_.FileOf(name);
   }
   out.push_back(std::move(operation));
+}
+
+void Reconciler::RecordFileDone(const std::string& name, OperationState& ops,
+                                const absl::Status& status) {
+  if (status.ok()) {
+    if (ops.record_failed) {
+      ops.record_failed = false;
+      ops.schedule->Succeeded();
+      ops.last_error.clear();
+      ops.next_retry.reset();
+    }
+    return;
+  }
+  ops.record_failed = true;
+  const auto delay = ops.schedule->Failed();
+  ops.next_retry = std::chrono::system_clock::now() + delay;
+  const std::string error = absl::StrCat("record: ", status.ToString());
+  if (error != ops.last_error) {
+    Log().warn("volume '{}': cannot record its new manifest file: {}; retrying with backoff", name,
+               status);
+  }
+  ops.last_error = error;
 }
 
 void Reconciler::OperationDone(const Operation& operation, OperationResult result) {
@@ -323,11 +360,20 @@ void Reconciler::OperationDone(const Operation& operation, OperationResult resul
     Changed();
     return;
   }
+  ops.replan = false;
+  MarkDirty(name);
+  if (operation.op.kind == OpKind::kRecordFile) {
+    // Bookkeeping: it leaves the backoff of the volume's real operation alone.
+    if (result.actual) {
+      actual_.Set(*std::move(result.actual));
+    }
+    RecordFileDone(name, ops, result.status);
+    Changed();
+    return;
+  }
   if (CallsDriver(operation.op.kind)) {
     ops.blocked.clear();
   }
-  ops.replan = false;
-  MarkDirty(name);
   if (!result.actual && operation.actual) {
     StagingPathFreed(operation.actual->staging_path);
   }
@@ -345,7 +391,7 @@ void Reconciler::OperationDone(const Operation& operation, OperationResult resul
     ops.next_retry.reset();
     Log().info("volume '{}': {}{} done", name, op, where);
   } else {
-    if (options_.on_failure) {
+    if (options_.on_failure && CallsDriver(operation.op.kind)) {
       options_.on_failure(operation.driver, op);
     }
     const auto delay = ops.schedule->Failed();

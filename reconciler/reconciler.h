@@ -115,6 +115,13 @@ class Reconciler final : private OperationExecutor::Listener {
   std::vector<Operation> PlanDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlanOne(const std::string& name, OperationState& ops, std::vector<Operation>& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `op` in flight and adds it to `out`.
+  void Dispatch(const std::string& name, OperationState& ops, const Op& op, const VolumeSpec* spec,
+                const ActualVolume* actual, std::vector<Operation>& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a finished kRecordFile does to the volume's backoff.
+  void RecordFileDone(const std::string& name, OperationState& ops, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The periodic safety net (the mount table is read with the lock let go): volumes at rest,
   // with the operations each has finished; one that changes while the table is read is left for
   // the next round.

@@ -41,6 +41,11 @@ class Results final : public OperationExecutor::Listener {
     return done_.size() >= n ? done_[n - 1].second : OperationResult{};
   }
 
+  std::string Name(size_t n) {
+    std::lock_guard lock(mu_);
+    return done_.size() >= n ? done_[n - 1].first : "";
+  }
+
   void WaitForWorkersChanged() {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(10), [&] { return workers_changed_ > 0; });
@@ -155,6 +160,64 @@ TEST_F(OperationExecutorTest, RecordOnlyOperationsCallNoDriver) {
   EXPECT_THAT(store_.records(), IsEmpty());
   EXPECT_EQ(executor.node_calls(), 0U);
   EXPECT_THAT(driver_->calls(), IsEmpty());
+}
+
+// A driver call that hangs in NodeStageVolume until released.
+class HangingClient final : public NodeClient {
+ public:
+  absl::Status Stage(const StageCall&, std::chrono::milliseconds) override {
+    std::unique_lock lock(mu_);
+    started_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return released_; });
+    return absl::OkStatus();
+  }
+
+  absl::Status Unstage(const std::string&, const std::string&, std::chrono::milliseconds) override {
+    return absl::OkStatus();
+  }
+
+  absl::Status Publish(const PublishCall&, std::chrono::milliseconds) override {
+    return absl::OkStatus();
+  }
+
+  absl::Status Unpublish(const std::string&, const std::string&,
+                         std::chrono::milliseconds) override {
+    return absl::OkStatus();
+  }
+
+  void WaitStarted() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return started_; });
+  }
+
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;
+  bool released_ = false;
+};
+
+// One call that hangs holds up no other volume while max_parallel allows another worker.
+TEST_F(OperationExecutorTest, AHangingCallDoesNotHoldUpTheNextOperation) {
+  auto hanging = std::make_shared<HangingClient>();
+  drivers_.Set("hang.dev", hanging);
+  OperationExecutor executor(Options(), drivers_, store_, results_);
+  executor.Submit({StageOf("slow", "hang.dev")});
+  hanging->WaitStarted();
+
+  executor.Submit({StageOf("v2")});
+
+  EXPECT_THAT(results_.Wait(1).status, stagehand::testing::IsOk());
+  EXPECT_EQ(results_.Name(1), "v2");
+  hanging->Release();
+  EXPECT_EQ(results_.Wait(2).actual->name, "slow");
 }
 
 TEST_F(OperationExecutorTest, IdleWorkersLeaveAndAreReplacedWhenWorkComes) {

@@ -406,6 +406,32 @@ TEST_F(ReconcilerTest, ARenamedManifestKeepsItsVolumeWithoutACallAndIsRecorded) 
   EXPECT_TRUE(driver_->published().contains("/srv/a"));
 }
 
+// The renamed file is recorded even while the volume's next operation cannot run (its driver
+// is gone): a restart with the new file broken then still keeps the volume.
+TEST_F(ReconcilerTest, ARenamedManifestIsRecordedWhileItsDriverIsMissing) {
+  StartReconciler();
+  reconciler_->Declare("v1.yaml", Spec("v1", {{"/srv/a", false}}));
+  reconciler_->DesiredComplete();
+  WaitUntil([](const auto& s) { return Phase(s, "v1") == "published"; });
+  drivers_.Remove("d.dev");
+
+  reconciler_->RenameManifest("v1.yaml", "renamed.yaml");
+  reconciler_->Declare("renamed.yaml", Spec("v1", {{"/srv/a", false}, {"/srv/b", false}}));
+  auto waiting = WaitUntil([this](const auto& s) {
+    return Phase(s, "v1") == "waiting" && store_.records().at("v1").manifest_file == "renamed.yaml";
+  });
+  EXPECT_THAT(Find(waiting, "v1")->blocked, HasSubstr("not registered"));
+
+  reconciler_.reset();
+  drivers_.Set("d.dev", driver_);
+  StartReconciler();
+  reconciler_->ReportManifestError("renamed.yaml", "renamed.yaml:1: bad");
+  reconciler_->DesiredComplete();
+  Settle();
+  EXPECT_TRUE(driver_->published().contains("/srv/a"));
+  EXPECT_THAT(Calls(), ElementsAre("stage " + kStaging, "publish /srv/a"));
+}
+
 TEST_F(ReconcilerTest, RenamingOverAnotherManifestTearsDownOnlyThatFilesVolume) {
   StartReconciler();
   reconciler_->Declare("a.yaml", Spec("va", {{"/srv/a", false}}));
