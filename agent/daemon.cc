@@ -389,6 +389,7 @@ absl::Status AgentDaemon::StartMetrics() {
   if (reconciler_) {
     StatsCollector::Options stats_options;
     stats_options.period = options_.stats_period;
+    stats_options.health_period = options_.health_period;
     stats_ =
         std::make_unique<StatsCollector>(stats_options, *reconciler_, *directory_, *collectable_);
   }

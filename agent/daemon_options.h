@@ -41,6 +41,10 @@ struct DaemonOptions {
   // and with hostNetwork other drivers' probes on the node hold it.
   std::string metrics_address = "127.0.0.1:29780";
   std::chrono::milliseconds stats_period{std::chrono::seconds(60)};
+  // Standalone: between NodeGetVolumeHealth rounds over the staged volumes of drivers that answer
+  // it (conditions within seconds, without the stats' filesystem calls); 0: off (the stats
+  // rounds report conditions).
+  std::chrono::milliseconds health_period{std::chrono::seconds(5)};
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name. Checked by ValidateNodeId (node_id.h).

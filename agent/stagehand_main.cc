@@ -26,6 +26,7 @@ struct Flags {
   std::string mode = "standalone";
   double csi_timeout_seconds = 120;
   double stats_seconds = 60;
+  double health_seconds = 5;
   double resync_seconds = 300;
   double probe_seconds = 30;
   std::string log_format = "auto";
@@ -80,6 +81,11 @@ void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags&
   app.add_option("--stats-period", f.stats_seconds,
                  "Seconds between NodeGetVolumeStats rounds over the published volumes (metrics)")
       ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--health-period", f.health_seconds,
+                 "Seconds between NodeGetVolumeHealth rounds over the staged volumes of drivers "
+                 "that answer it (0: off; the stats rounds report conditions)")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   app.add_option("--resync-period", f.resync_seconds,
                  "Seconds between the reconciler's safety-net checks of the mount table")
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
   o.csi_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.csi_timeout_seconds * 1000.0));
   o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(f.resync_seconds * 1000.0));
   o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(f.stats_seconds * 1000.0));
+  o.health_period = std::chrono::milliseconds(static_cast<int64_t>(f.health_seconds * 1000.0));
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(f.probe_seconds * 1000.0));
   // Logs go to stderr or the journal; stdout stays free for tools.
   if (auto s = stagehand::agent::SetUpLogging(f.log_format, o.log_level); !s.ok()) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -26,17 +27,66 @@ spdlog::logger& Log() {
 StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconciler,
                                standalone::RegistryDriverDirectory& drivers, AgentCollectable& sink)
     : options_(options), reconciler_(reconciler), drivers_(drivers), sink_(sink) {
-  loop_ = std::jthread([this](const std::stop_token& token) {
-    std::mt19937_64 random(std::random_device{}());
-    std::uniform_real_distribution<double> jitter(0.9, 1.1);
-    // The first round soon after start, then every period.
-    auto delay = std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
-    while (SleepUnlessStopped(token, delay)) {
-      CollectOnce();
-      delay = std::chrono::milliseconds(
-          static_cast<int64_t>(static_cast<double>(options_.period.count()) * jitter(random)));
+  loop_ = std::jthread([this](const std::stop_token& token) { Loop(token); });
+}
+
+void StatsCollector::Loop(const std::stop_token& token) {
+  using Clock = std::chrono::steady_clock;
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(0.9, 1.1);
+  const bool health = options_.health_period.count() > 0;
+  // The first stats round soon after start, then every period.
+  auto next_stats =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
+  auto next_health = Clock::now() + options_.health_period;
+  while (true) {
+    const auto next = health ? std::min(next_stats, next_health) : next_stats;
+    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    if (!SleepUnlessStopped(token, std::max(delay, std::chrono::milliseconds(0)))) {
+      return;
     }
-  });
+    if (health && Clock::now() >= next_health) {
+      CheckHealthOnce();
+      next_health = Clock::now() + options_.health_period;
+    }
+    if (Clock::now() >= next_stats) {
+      CollectOnce();
+      next_stats =
+          Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
+                             static_cast<double>(options_.period.count()) * jitter(random)));
+    }
+  }
+}
+
+void StatsCollector::CheckHealthOnce() {
+  std::set<std::string> skipped;  // Drivers that do not answer health, or did not in time.
+  for (const auto& v : reconciler_.Status().volumes) {
+    if (v.stage_state != "staged" || skipped.contains(v.driver)) {
+      continue;
+    }
+    auto client = drivers_.FindCsi(v.driver);
+    if (!client.ok() || !drivers_.AnswersVolumeHealth(v.driver)) {
+      skipped.insert(v.driver);
+      continue;
+    }
+    std::string publish_path;
+    for (const auto& t : v.targets) {
+      if (t.state == "published") {
+        publish_path = t.target_path;
+        break;
+      }
+    }
+    auto problems = (*client)->GetVolumeHealth(v.volume_handle, v.staging_path, publish_path,
+                                               options_.health_timeout);
+    if (!problems.ok()) {
+      Log().debug("volume health of '{}': {}", v.name, problems.status());
+      if (absl::IsDeadlineExceeded(problems.status())) {
+        skipped.insert(v.driver);
+      }
+      continue;
+    }
+    reconciler_.ReportCondition(v.name, *problems);
+  }
 }
 
 StatsCollector::~StatsCollector() {
@@ -85,8 +135,9 @@ void StatsCollector::CollectOnce() {
   // A dead data path must show where people look (agent status, volumes), not only in the
   // stats: every volume with an answer gets its condition (abnormal if any target is).
   std::map<std::string, std::string> conditions;  // Volume -> abnormal message ("" healthy).
+  const bool health_rounds = options_.health_period.count() > 0;
   for (const auto& s : work) {
-    if (!s.answered) {
+    if (!s.answered || (health_rounds && drivers_.AnswersVolumeHealth(s.driver))) {
       continue;
     }
     auto it = conditions.try_emplace(s.volume, "").first;

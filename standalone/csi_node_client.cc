@@ -1,7 +1,10 @@
 #include "standalone/csi_node_client.h"
 
+#include <algorithm>
+
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <grpcpp/grpcpp.h>
 
 #include "base/file_io.h"
@@ -196,6 +199,30 @@ absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> CsiNodeClient::GetVolumeHealth(const std::string& volume_handle,
+                                                           const std::string& staging_path,
+                                                           const std::string& publish_path,
+                                                           std::chrono::milliseconds timeout) {
+  csi::v1::NodeGetVolumeHealthRequest request;
+  request.set_volume_id(volume_handle);
+  request.set_staging_target_path(staging_path);
+  request.set_volume_publish_path(publish_path);
+  csi::v1::Node::Stub stub(channel_);
+  csi::v1::NodeGetVolumeHealthResponse response;
+  SH_RETURN_IF_ERROR(Invoke("NodeGetVolumeHealth", timeout, [&](grpc::ClientContext* context) {
+    return stub.NodeGetVolumeHealth(context, request, &response);
+  }));
+  std::vector<std::string> problems;
+  for (const auto& entry : response.volume_health().health_statuses()) {
+    const std::string reason = entry.reason().empty()
+                                   ? csi::v1::VolumeHealthErrorType_Name(entry.status())
+                                   : entry.reason();
+    problems.push_back(entry.message().empty() ? reason
+                                               : absl::StrCat(reason, ": ", entry.message()));
+  }
+  return absl::StrJoin(problems, "; ");
+}
+
 absl::Status CsiNodeClient::Invoke(const char* method, std::chrono::milliseconds timeout,
                                    const std::function<grpc::Status(grpc::ClientContext*)>& rpc) {
   auto context = Context(timeout);
@@ -223,6 +250,13 @@ absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> RegistryDriverDirectory:
     const std::string& driver) {
   SH_ASSIGN_OR_RETURN(auto client, FindCsi(driver));
   return std::static_pointer_cast<reconciler::NodeClient>(client);
+}
+
+bool RegistryDriverDirectory::AnswersVolumeHealth(const std::string& driver) const {
+  auto plugin = registry_.Find(driver);
+  return plugin && plugin->healthy() &&
+         std::find(plugin->node_capabilities().begin(), plugin->node_capabilities().end(),
+                   "GET_VOLUME_HEALTH") != plugin->node_capabilities().end();
 }
 
 absl::StatusOr<std::shared_ptr<CsiNodeClient>> RegistryDriverDirectory::FindCsi(

@@ -81,6 +81,13 @@ class CsiNodeClient final : public reconciler::NodeClient {
   absl::Status GetVolumeStats(const std::string& volume_handle, const std::string& path,
                               std::chrono::milliseconds timeout, VolumeStatsSample& out);
 
+  // NodeGetVolumeHealth (CSI 1.13): what is wrong with the volume, one "Reason: message" per
+  // problem joined by "; "; empty when it is healthy. `publish_path` may be empty.
+  absl::StatusOr<std::string> GetVolumeHealth(const std::string& volume_handle,
+                                              const std::string& staging_path,
+                                              const std::string& publish_path,
+                                              std::chrono::milliseconds timeout);
+
   const std::string& endpoint() const { return endpoint_; }
 
  private:
@@ -105,6 +112,8 @@ class RegistryDriverDirectory final : public reconciler::DriverDirectory {
 
   absl::StatusOr<std::shared_ptr<reconciler::NodeClient>> Find(const std::string& driver) override;
   absl::StatusOr<std::shared_ptr<CsiNodeClient>> FindCsi(const std::string& driver);
+  // The driver is registered and said it answers NodeGetVolumeHealth (GET_VOLUME_HEALTH).
+  bool AnswersVolumeHealth(const std::string& driver) const;
 
   // On shutdown: cancels every call in flight through these clients and fails later ones.
   void CancelAll() { canceller_->CancelAll(); }
