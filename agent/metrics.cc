@@ -149,6 +149,11 @@ AgentCollectable::AgentCollectable(const reconciler::Reconciler* reconciler,
                                    const registration::Registry* registry, std::string sessions_dir)
     : reconciler_(reconciler), registry_(registry), sessions_dir_(std::move(sessions_dir)) {}
 
+void AgentCollectable::SetVolumeHealth(std::vector<standalone::VolumeHealthSample> samples) {
+  MutexLock lock(mu_);
+  health_ = std::move(samples);
+}
+
 void AgentCollectable::SetVolumeStats(std::vector<standalone::VolumeStatsSample> samples) {
   MutexLock lock(mu_);
   stats_ = std::move(samples);
@@ -308,6 +313,20 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
         s.abnormal ? 1 : 0);
   }
   out.push_back(std::move(abnormal));
+  auto problems = Gauge("stagehand_volume_health_problem",
+                        "1 per problem the driver's NodeGetVolumeHealth reports for the volume "
+                        "(standalone health rounds); no series while it is healthy");
+  for (const auto& h : health_) {
+    for (const auto& p : h.problems) {
+      Add(problems,
+          {{"driver_name", h.driver},
+           {"volume", h.volume},
+           {"status", p.status},
+           {"reason", p.reason}},
+          1);
+    }
+  }
+  out.push_back(std::move(problems));
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(

@@ -73,6 +73,7 @@ class AgentCollectable final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
   void SetVolumeStats(std::vector<standalone::VolumeStatsSample> samples);
+  void SetVolumeHealth(std::vector<standalone::VolumeHealthSample> samples);
 
  private:
   // One group of families each, appended to `out`.
@@ -88,6 +89,7 @@ class AgentCollectable final : public prometheus::Collectable {
   std::string sessions_dir_;
   mutable Mutex mu_;
   std::vector<standalone::VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<standalone::VolumeHealthSample> health_ ABSL_GUARDED_BY(mu_);
 };
 
 // The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:

@@ -60,6 +60,7 @@ void StatsCollector::Loop(const std::stop_token& token) {
 
 void StatsCollector::CheckHealthOnce() {
   std::set<std::string> skipped;  // Drivers that do not answer health, or did not in time.
+  std::vector<standalone::VolumeHealthSample> samples;
   for (const auto& v : reconciler_.Status().volumes) {
     if (v.stage_state != "staged" || skipped.contains(v.driver)) {
       continue;
@@ -85,8 +86,10 @@ void StatsCollector::CheckHealthOnce() {
       }
       continue;
     }
-    reconciler_.ReportCondition(v.name, *problems);
+    reconciler_.ReportCondition(v.name, standalone::DescribeProblems(*problems));
+    samples.push_back({v.driver, v.name, *std::move(problems)});
   }
+  sink_.SetVolumeHealth(std::move(samples));
 }
 
 StatsCollector::~StatsCollector() {

@@ -62,6 +62,14 @@ std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) 
 
 }  // namespace
 
+std::string DescribeProblems(const std::vector<VolumeHealthProblem>& problems) {
+  std::vector<std::string> parts;
+  for (const auto& p : problems) {
+    parts.push_back(p.message.empty() ? p.reason : absl::StrCat(p.reason, ": ", p.message));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
 bool CallCanceller::Add(grpc::ClientContext* context) {
   MutexLock lock(mu_);
   if (cancelled_) {
@@ -199,10 +207,9 @@ absl::Status CsiNodeClient::GetVolumeStats(const std::string& volume_handle,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> CsiNodeClient::GetVolumeHealth(const std::string& volume_handle,
-                                                           const std::string& staging_path,
-                                                           const std::string& publish_path,
-                                                           std::chrono::milliseconds timeout) {
+absl::StatusOr<std::vector<VolumeHealthProblem>> CsiNodeClient::GetVolumeHealth(
+    const std::string& volume_handle, const std::string& staging_path,
+    const std::string& publish_path, std::chrono::milliseconds timeout) {
   csi::v1::NodeGetVolumeHealthRequest request;
   request.set_volume_id(volume_handle);
   request.set_staging_target_path(staging_path);
@@ -212,15 +219,15 @@ absl::StatusOr<std::string> CsiNodeClient::GetVolumeHealth(const std::string& vo
   SH_RETURN_IF_ERROR(Invoke("NodeGetVolumeHealth", timeout, [&](grpc::ClientContext* context) {
     return stub.NodeGetVolumeHealth(context, request, &response);
   }));
-  std::vector<std::string> problems;
+  std::vector<VolumeHealthProblem> problems;
   for (const auto& entry : response.volume_health().health_statuses()) {
-    const std::string reason = entry.reason().empty()
-                                   ? csi::v1::VolumeHealthErrorType_Name(entry.status())
-                                   : entry.reason();
-    problems.push_back(entry.message().empty() ? reason
-                                               : absl::StrCat(reason, ": ", entry.message()));
+    VolumeHealthProblem p;
+    p.status = csi::v1::VolumeHealthErrorType_Name(entry.status());
+    p.reason = entry.reason().empty() ? p.status : entry.reason();
+    p.message = entry.message();
+    problems.push_back(std::move(p));
   }
-  return absl::StrJoin(problems, "; ");
+  return problems;
 }
 
 absl::Status CsiNodeClient::Invoke(const char* method, std::chrono::milliseconds timeout,

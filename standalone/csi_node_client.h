@@ -20,6 +20,23 @@
 
 namespace stagehand::standalone {
 
+// One entry of a NodeGetVolumeHealth answer.
+struct VolumeHealthProblem {
+  std::string status;  // "DEGRADED", "INACCESSIBLE", "DATA_LOSS".
+  std::string reason;  // CamelCase; the status when the driver gave none.
+  std::string message;
+};
+
+// "Reason: message; Reason: message" (the condition people read); empty for no problems.
+std::string DescribeProblems(const std::vector<VolumeHealthProblem>& problems);
+
+// One volume's problems as the last health round found them (metrics).
+struct VolumeHealthSample {
+  std::string driver;
+  std::string volume;
+  std::vector<VolumeHealthProblem> problems;
+};
+
 // One volume target's answer to NodeGetVolumeStats.
 struct VolumeStatsSample {
   std::string driver;
@@ -81,12 +98,11 @@ class CsiNodeClient final : public reconciler::NodeClient {
   absl::Status GetVolumeStats(const std::string& volume_handle, const std::string& path,
                               std::chrono::milliseconds timeout, VolumeStatsSample& out);
 
-  // NodeGetVolumeHealth (CSI 1.13): what is wrong with the volume, one "Reason: message" per
-  // problem joined by "; "; empty when it is healthy. `publish_path` may be empty.
-  absl::StatusOr<std::string> GetVolumeHealth(const std::string& volume_handle,
-                                              const std::string& staging_path,
-                                              const std::string& publish_path,
-                                              std::chrono::milliseconds timeout);
+  // NodeGetVolumeHealth (CSI 1.13): what is wrong with the volume; empty when it is healthy.
+  // `publish_path` may be empty.
+  absl::StatusOr<std::vector<VolumeHealthProblem>> GetVolumeHealth(
+      const std::string& volume_handle, const std::string& staging_path,
+      const std::string& publish_path, std::chrono::milliseconds timeout);
 
   const std::string& endpoint() const { return endpoint_; }
 

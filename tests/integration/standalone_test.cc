@@ -317,60 +317,6 @@ TEST_F(StandaloneTest, ASecondDriverServesAVolumeFromTheSameAgent) {
   ForceCleanup(second_root);
 }
 
-// Kills the volume's session process and returns the volume once it shows a condition.
-class DeadDataPathTest : public StandaloneTest {
- protected:
-  void ExpectADeadDataPathShownAsAProblem(const std::string& reason) {
-    AddLun();
-    Declare("data.yaml", Manifest("data", {"app"}));
-    WaitVolumes(PhaseIs("data", "published"));
-    const std::vector<int> sessions = RunningSessionProcesses();
-    ASSERT_EQ(sessions.size(), 1u);
-
-    ASSERT_EQ(kill(sessions[0], SIGKILL), 0);
-    auto abnormal = WaitVolumes([](const auto& r) {
-      const auto* v = FindVolume(r, "data");
-      return v != nullptr && !v->condition().empty();
-    });
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    agentpb::AgentStatus status;
-    ASSERT_TRUE(agent_->GetStatus(&context, agentpb::GetStatusRequest(), &status).ok());
-
-    EXPECT_THAT(FindVolume(abnormal, "data")->condition(), HasSubstr("not running"));
-    EXPECT_THAT(FindVolume(abnormal, "data")->condition(), HasSubstr(reason));
-    EXPECT_EQ(status.volumes_failing(), 1);
-    EXPECT_THAT(status.problems(), ::testing::Contains(HasSubstr("volume 'data' is abnormal")));
-    ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
-    WaitVolumes(Gone("data"));
-    EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
-  }
-};
-
-// Stats rounds only (as for a driver without NodeGetVolumeHealth).
-class StatsConditionTest : public DeadDataPathTest {
- protected:
-  std::vector<std::string> DaemonFlags() const override {
-    return {"--stats-period=1", "--health-period=0"};
-  }
-};
-
-// A dead data path (the session process killed) was reported published and "problems: none";
-// only NodeGetVolumeStats knew. The stats rounds now tell the reconciler, and the agent says so.
-TEST_F(StatsConditionTest, ADeadDataPathIsShownAsAProblem) {
-  ExpectADeadDataPathShownAsAProblem("not running");
-}
-
-// Health rounds (NodeGetVolumeHealth every 5 s by default); no stats round after the first.
-class HealthRoundTest : public DeadDataPathTest {
- protected:
-  std::vector<std::string> DaemonFlags() const override { return {"--stats-period=3600"}; }
-};
-
-TEST_F(HealthRoundTest, ADeadDataPathIsShownWithItsReasonWithinAHealthRound) {
-  ExpectADeadDataPathShownAsAProblem("SessionGone: ");
-}
-
 int FreePort() {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in address{};
@@ -430,6 +376,71 @@ class PrometheusServer {
   int port_;
   pid_t pid_ = -1;
 };
+
+// Kills the volume's session process and returns the volume once it shows a condition.
+class DeadDataPathTest : public StandaloneTest {
+ protected:
+  void ExpectADeadDataPathShownAsAProblem(const std::string& reason) {
+    AddLun();
+    Declare("data.yaml", Manifest("data", {"app"}));
+    WaitVolumes(PhaseIs("data", "published"));
+    const std::vector<int> sessions = RunningSessionProcesses();
+    ASSERT_EQ(sessions.size(), 1u);
+
+    ASSERT_EQ(kill(sessions[0], SIGKILL), 0);
+    auto abnormal = WaitVolumes([](const auto& r) {
+      const auto* v = FindVolume(r, "data");
+      return v != nullptr && !v->condition().empty();
+    });
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    agentpb::AgentStatus status;
+    ASSERT_TRUE(agent_->GetStatus(&context, agentpb::GetStatusRequest(), &status).ok());
+
+    EXPECT_THAT(FindVolume(abnormal, "data")->condition(), HasSubstr("not running"));
+    EXPECT_THAT(FindVolume(abnormal, "data")->condition(), HasSubstr(reason));
+    EXPECT_EQ(status.volumes_failing(), 1);
+    EXPECT_THAT(status.problems(), ::testing::Contains(HasSubstr("volume 'data' is abnormal")));
+    ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
+    WaitVolumes(Gone("data"));
+    EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
+  }
+};
+
+// Stats rounds only (as for a driver without NodeGetVolumeHealth).
+class StatsConditionTest : public DeadDataPathTest {
+ protected:
+  std::vector<std::string> DaemonFlags() const override {
+    return {"--stats-period=1", "--health-period=0"};
+  }
+};
+
+// A dead data path (the session process killed) was reported published and "problems: none";
+// only NodeGetVolumeStats knew. The stats rounds now tell the reconciler, and the agent says so.
+TEST_F(StatsConditionTest, ADeadDataPathIsShownAsAProblem) {
+  ExpectADeadDataPathShownAsAProblem("not running");
+}
+
+// Health rounds (NodeGetVolumeHealth every 5 s by default); no stats round after the first.
+class HealthRoundTest : public DeadDataPathTest {
+ protected:
+  std::vector<std::string> DaemonFlags() const override { return {"--stats-period=3600"}; }
+};
+
+TEST_F(HealthRoundTest, ADeadDataPathIsShownWithItsReasonWithinAHealthRound) {
+  grpc::ClientContext context;
+  agentpb::AgentStatus status;
+  ASSERT_TRUE(agent_->GetStatus(&context, agentpb::GetStatusRequest(), &status).ok());
+  PrometheusServer prometheus(root_, status.metrics_port());
+
+  ExpectADeadDataPathShownAsAProblem("SessionGone: ");
+
+  // Scraped while the volume was abnormal (the volume is gone now: look back).
+  EXPECT_THAT(
+      prometheus.QueryUntilPresent("max_over_time(stagehand_volume_health_problem{volume=\"data\","
+                                   "reason=\"SessionGone\",status=\"INACCESSIBLE\"}[10m]) == 1"),
+      HasSubstr("=> 1"));
+}
 
 TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
   daemon_->Kill();
