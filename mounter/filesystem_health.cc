@@ -1,5 +1,8 @@
 #include "mounter/filesystem_health.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <memory>
@@ -44,6 +47,20 @@ int64_t Ext4ErrorCount(const std::string& sysfs, const std::string& device) {
 
 std::optional<FilesystemProblem> CheckFilesystem(const MountInfo& mount, bool mounted_writable,
                                                  const std::string& sysfs) {
+  // ext4 shut down (EXT4_IOC_SHUTDOWN, or the journal device gone) says so in its superblock
+  // options; xfs says nothing anywhere, but refuses even a stat of its root (an in-memory inode:
+  // no I/O, nothing to hang on) with EIO once it has shut down.
+  struct stat st {};
+
+  const bool xfs_shut_down =
+      mount.fstype == "xfs" && stat(mount.target.c_str(), &st) != 0 && errno == EIO;
+  if (HasMountOption(mount.fs_options, "shutdown") || xfs_shut_down) {
+    return FilesystemProblem{
+        "FilesystemFailed",
+        absl::StrCat("the ", mount.fstype, " filesystem on ", mount.source,
+                     " has shut down after errors: every access fails with EIO; restart the pods "
+                     "that use it, so that it is unstaged, checked and staged again")};
+  }
   if (HasMountOption(mount.fs_options, "emergency_ro")) {
     return FilesystemProblem{
         "FilesystemFailed",

@@ -1,9 +1,10 @@
 #pragma once
 
 // Whether a mounted filesystem still takes I/O, from what the kernel says of it without touching
-// the filesystem: its superblock options in the mount table (ext4's `emergency_ro` after it
-// aborted its journal, a read-only remount after errors) and ext4's error counter in sysfs.
-// statvfs(3) shows neither: ST_RDONLY stays clear under `emergency_ro`.
+// the device: its superblock options in the mount table (ext4's `emergency_ro` after it aborted
+// its journal, `shutdown`, a read-only remount after errors), ext4's error counter in sysfs, and
+// for xfs, which shows a shutdown nowhere else, a stat(2) of its root. statvfs(3) shows none of
+// these: ST_RDONLY stays clear under `emergency_ro`, and statvfs of a shut-down xfs succeeds.
 
 #include <optional>
 #include <string>

@@ -47,6 +47,13 @@ TEST_F(FilesystemHealthTest, EmergencyReadOnlyIsAFailureThoughTheMountSaysRw) {
   EXPECT_TRUE(CheckFilesystem(Ext4("ro,emergency_ro"), false, dir_.path()).has_value());
 }
 
+TEST_F(FilesystemHealthTest, AShutDownExt4IsAFailure) {
+  auto problem = CheckFilesystem(Ext4("rw,shutdown"), /*mounted_writable=*/true, dir_.path());
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->reason, "FilesystemFailed");
+  EXPECT_THAT(problem->message, HasSubstr("shut down"));
+}
+
 TEST_F(FilesystemHealthTest, AReadOnlySuperblockIsAFailureOnlyWhenMountedReadWrite) {
   auto p = CheckFilesystem(Ext4("ro,errors=remount-ro"), true, dir_.path());
   ASSERT_TRUE(p.has_value());

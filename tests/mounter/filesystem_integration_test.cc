@@ -1,4 +1,6 @@
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -8,8 +10,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/unique_fd.h"
 #include "mounter/blkid_block_probe.h"
 #include "mounter/filesystem.h"
+#include "mounter/filesystem_health.h"
 #include "mounter/libmount_mounter.h"
 #include "mounter/volume_stats.h"
 #include "tests/mounter/loop_device_fixture.h"
@@ -124,6 +128,51 @@ TEST_F(FilesystemIntegrationTest, FormatsAndGrowsXfs) {
   ASSERT_THAT(Grow(*loop, *mnt, "xfs"), IsOk());
   EXPECT_GT(StatFilesystem(*mnt).value().capacity_bytes, before + 200 * kMiB);
 }
+
+// XFS_IOC_GOINGDOWN, which ext4 has too as EXT4_IOC_SHUTDOWN (neither header is installed), with
+// XFS_FSOP_GOING_FLAGS_NOLOGFLUSH: what a failed journal write does to the filesystem.
+constexpr unsigned long kShutDown = _IOR('X', 125, uint32_t);
+constexpr uint32_t kNoLogFlush = 2;
+
+class FilesystemShutdownTest : public LoopDeviceTest,
+                               public ::testing::WithParamInterface<const char*> {};
+
+// A filesystem that shut itself down is failed: ext4 says so in its superblock options, xfs
+// only by refusing a stat of its root.
+TEST_P(FilesystemShutdownTest, AShutDownFilesystemIsFailed) {
+  const std::string fstype = GetParam();
+  absl::StatusOr<std::string> loop = AttachLoop(320 * kMiB);
+  ASSERT_THAT(loop, IsOk());
+  ASSERT_THAT(Format(*loop, fstype), IsOk());
+  absl::StatusOr<std::string> mnt = MakeDir("mnt");
+  ASSERT_THAT(mnt, IsOk());
+  LibmountMounter mounter;
+  ASSERT_THAT(mounter.Mount({*loop, *mnt, fstype, {}}), IsOk());
+  auto mounted = [&]() -> MountInfo {
+    for (auto& m : mounter.List().value_or(std::vector<MountInfo>{})) {
+      if (m.target == *mnt) {
+        return m;
+      }
+    }
+    ADD_FAILURE() << *mnt << " is not mounted";
+    return {};
+  };
+  EXPECT_FALSE(CheckFilesystem(mounted(), /*mounted_writable=*/true).has_value());
+
+  {
+    UniqueFd root(open(mnt->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(root);
+    uint32_t flags = kNoLogFlush;
+    ASSERT_EQ(ioctl(root.Get(), kShutDown, &flags), 0) << ErrnoText(errno);
+  }
+
+  auto problem = CheckFilesystem(mounted(), /*mounted_writable=*/true);
+  ASSERT_TRUE(problem.has_value());
+  EXPECT_EQ(problem->reason, "FilesystemFailed");
+  EXPECT_THAT(problem->message, HasSubstr("has shut down"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ext4AndXfs, FilesystemShutdownTest, ::testing::Values("ext4", "xfs"));
 
 }  // namespace
 }  // namespace stagehand::mounter
