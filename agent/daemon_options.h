@@ -45,6 +45,9 @@ struct DaemonOptions {
   // it (conditions within seconds, without the stats' filesystem calls); 0: off (the stats
   // rounds report conditions).
   std::chrono::milliseconds health_period{std::chrono::seconds(5)};
+  // A userspace session with I/O waiting and none completed for this long (while its process
+  // runs and says UP) is reported SessionNotAnswering.
+  std::chrono::milliseconds session_stall_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name. Checked by ValidateNodeId (node_id.h).

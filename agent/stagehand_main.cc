@@ -27,6 +27,7 @@ struct Flags {
   double csi_timeout_seconds = 120;
   double stats_seconds = 60;
   double health_seconds = 5;
+  double stall_seconds = 30;
   double resync_seconds = 300;
   double probe_seconds = 30;
   std::string log_format = "auto";
@@ -86,6 +87,11 @@ void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags&
                  "Seconds between NodeGetVolumeHealth rounds over the staged volumes of drivers "
                  "that answer it (0: off; the stats rounds report conditions)")
       ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--session-stall-timeout", f.stall_seconds,
+                 "Seconds a userspace session may leave I/O waiting without completing any "
+                 "before its volume is reported SessionNotAnswering")
+      ->check(CLI::Range(1.0, 86400.0))
       ->capture_default_str();
   app.add_option("--resync-period", f.resync_seconds,
                  "Seconds between the reconciler's safety-net checks of the mount table")
@@ -193,6 +199,8 @@ int main(int argc, char** argv) {
   o.resync_period = std::chrono::milliseconds(static_cast<int64_t>(f.resync_seconds * 1000.0));
   o.stats_period = std::chrono::milliseconds(static_cast<int64_t>(f.stats_seconds * 1000.0));
   o.health_period = std::chrono::milliseconds(static_cast<int64_t>(f.health_seconds * 1000.0));
+  o.session_stall_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(f.stall_seconds * 1000.0));
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(f.probe_seconds * 1000.0));
   // Logs go to stderr or the journal; stdout stays free for tools.
   if (auto s = stagehand::agent::SetUpLogging(f.log_format, o.log_level); !s.ok()) {

@@ -8,8 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
 #include <absl/strings/strip.h>
 
 #include "base/file_io.h"
@@ -61,6 +64,36 @@ std::optional<std::string> LoopBackingFile(const std::string& device) {
     return std::nullopt;
   }
   return std::string(absl::StripTrailingAsciiWhitespace(*text));
+}
+
+std::optional<LoopActivity> ReadLoopActivity(const std::string& device) {
+  const std::string dir = absl::StrCat("/sys/block/", DeviceName(device));
+  auto inflight = ReadFileToString(dir + "/inflight");
+  auto stat = ReadFileToString(dir + "/stat");
+  if (!inflight.ok() || !stat.ok()) {
+    return std::nullopt;
+  }
+  auto numbers = [](const std::string& text) {
+    std::vector<uint64_t> out;
+    for (absl::string_view field : absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+      uint64_t n = 0;
+      out.push_back(absl::SimpleAtoi(field, &n) ? n : 0);
+    }
+    return out;
+  };
+  LoopActivity a;
+  for (uint64_t n : numbers(*inflight)) {
+    a.in_flight += n;
+  }
+  // Fields of /sys/block/<dev>/stat (Documentation/block/stat.rst): read I/Os 0, write I/Os 4,
+  // discard I/Os 11 and flush requests 15 (the last two since kernels 4.18 and 5.5).
+  const std::vector<uint64_t> fields = numbers(*stat);
+  for (size_t i : {0, 4, 11, 15}) {
+    if (i < fields.size()) {
+      a.completed += fields[i];
+    }
+  }
+  return a;
 }
 
 absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t block_size,

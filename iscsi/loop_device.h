@@ -33,4 +33,13 @@ absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& fil
 // The backing file of `device` ("/dev/loop3"), or nullopt when it is not attached.
 std::optional<std::string> LoopBackingFile(const std::string& device);
 
+// What the block layer says of a loop device's requests (sysfs; never touches the device).
+struct LoopActivity {
+  uint64_t in_flight = 0;  // Reads and writes issued and not completed.
+  uint64_t completed = 0;  // Reads, writes, discards and flushes completed since it was set up.
+};
+
+// nullopt when the device is gone.
+std::optional<LoopActivity> ReadLoopActivity(const std::string& device);
+
 }  // namespace stagehand::iscsi

@@ -126,7 +126,7 @@ std::string UserspaceTransport::DefaultBinary() {
 }
 
 UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), stalls_(options_.stall_timeout) {
   if (options_.binary.empty()) {
     options_.binary = DefaultBinary();
   }
@@ -236,6 +236,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
 }
 
 absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
+  stalls_.Forget(absl::StrCat(recorded.runtime_dir(), "@", recorded.pid()));
   SessionRecord session = recorded;
   // A crash between starting the session and persisting its record leaves only the runtime
   // directory: its status file names the process and the LUN file.
@@ -364,6 +365,22 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
     h.healthy = false;
     h.message = absl::StrCat("loop device ", session.loop_device(), " is gone");
     h.reason = "LoopDeviceGone";
+  }
+  if (h.healthy && !session.loop_device().empty()) {
+    const std::string key = absl::StrCat(session.runtime_dir(), "@", session.pid());
+    const auto activity = ReadLoopActivity(session.loop_device());
+    const auto waited = activity ? stalls_.Observe(key, *activity) : std::nullopt;
+    if (waited) {
+      h.healthy = false;
+      h.message = absl::StrCat("iSCSI session process ", session.pid(),
+                               " runs but has completed none of the ", activity->in_flight,
+                               " I/O request(s) waiting on ", session.loop_device(), " for ",
+                               waited->count() / 1000,
+                               " s (deadlocked or frozen?); I/O to the volume waits until it "
+                               "answers: check the process (its stack in /proc/",
+                               session.pid(), "/task/*/stack)");
+      h.reason = "SessionNotAnswering";
+    }
   }
   return h;
 }

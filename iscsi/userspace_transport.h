@@ -12,6 +12,7 @@
 
 #include "base/process.h"
 #include "iscsi/session_launcher.h"
+#include "iscsi/stall_detector.h"
 #include "iscsi/transport.h"
 
 namespace stagehand::iscsi {
@@ -26,6 +27,9 @@ struct UserspaceTransportOptions {
   std::shared_ptr<SessionLauncher> launcher;
   std::chrono::seconds start_timeout{30};
   std::chrono::seconds stop_timeout{10};
+  // Requests waiting on the session's loop device with none completed for this long, while its
+  // process runs and says UP, make it SessionNotAnswering (deadlocked, frozen).
+  std::chrono::milliseconds stall_timeout{std::chrono::seconds(30)};
 };
 
 class UserspaceTransport : public Transport {
@@ -43,6 +47,7 @@ class UserspaceTransport : public Transport {
 
  private:
   UserspaceTransportOptions options_;
+  StallDetector stalls_;
 };
 
 // Process identity (pid + start time) lives in base/process.h.
