@@ -9,6 +9,7 @@
 #include <absl/time/time.h>
 
 #include "agent/agent_health.h"
+#include "agent/driver_volumes.h"
 #include "base/time_format.h"
 
 namespace stagehand::agent {
@@ -93,6 +94,20 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
       response->add_problems(absl::StrCat("unreadable volume record: ", e));
     }
   }
+  if (reconciler_ == nullptr && driver_ != nullptr) {
+    v1::ListVolumesResponse volumes;
+    std::vector<std::string> problems;
+    ListDriverVolumes(*driver_, info_.driver_name, &volumes, &problems);
+    for (const auto& v : volumes.volumes()) {
+      response->set_volumes(response->volumes() + 1);
+      response->set_volumes_published(response->volumes_published() +
+                                      (v.phase() == "published" ? 1 : 0));
+      response->set_volumes_failing(response->volumes_failing() + (v.condition().empty() ? 0 : 1));
+    }
+    for (auto& p : problems) {
+      response->add_problems(std::move(p));
+    }
+  }
   if (registry_ != nullptr) {
     for (const auto& p : registry_->List()) {
       response->set_plugins(response->plugins() + 1);
@@ -113,8 +128,21 @@ grpc::Status AgentService::ListVolumes(grpc::ServerContext* context,
                                        const v1::ListVolumesRequest* request,
                                        v1::ListVolumesResponse* response) {
   if (reconciler_ == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "no declared volumes in Kubernetes mode: the kubelet manages them");
+    if (driver_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this agent lists no volumes");
+    }
+    // Nothing to wait for here: a watcher asks again after at most `wait_ms` (1 s slices).
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(std::min<uint32_t>(request->wait_ms(), 60'000));
+    while (request->after_generation() >= 1 && !context->IsCancelled() &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               until - std::chrono::steady_clock::now()),
+                                           std::chrono::milliseconds(1000)));
+    }
+    std::vector<std::string> problems;
+    ListDriverVolumes(*driver_, info_.driver_name, response, &problems);
+    return grpc::Status::OK;
   }
   const auto wait = std::chrono::milliseconds(std::min<uint32_t>(request->wait_ms(), 60'000));
   auto status = reconciler_->Status();

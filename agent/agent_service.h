@@ -7,6 +7,7 @@
 #include <string>
 
 #include "agent/agent_health.h"
+#include "driver/node_service.h"
 #include "proto/agent.grpc.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
@@ -26,12 +27,14 @@ struct AgentInfo {
 class AgentService final : public stagehand::agent::v1::Agent::Service {
  public:
   // Reads the reconciler, the registry, the manifests and the registrar from `health`'s
-  // sources, which must outlive the service.
-  AgentService(AgentInfo info, const AgentHealth& health)
+  // sources, which must outlive the service. Without a reconciler (Kubernetes mode, or an agent
+  // that only serves the driver) the volumes listed are the built-in driver's, from `driver`.
+  AgentService(AgentInfo info, const AgentHealth& health, driver::NodeService* driver = nullptr)
       : info_(std::move(info)),
         health_(health),
         reconciler_(health.sources().reconciler),
-        registry_(health.sources().registry) {}
+        registry_(health.sources().registry),
+        driver_(driver) {}
 
   // The bound metrics port, once known.
   void set_metrics_port(int port) { metrics_port_ = port; }
@@ -48,6 +51,7 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
   const AgentHealth& health_;
   const reconciler::Reconciler* const reconciler_;
   const registration::Registry* const registry_;
+  driver::NodeService* const driver_;
   std::atomic<int> metrics_port_{0};
 };
 

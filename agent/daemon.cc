@@ -368,7 +368,7 @@ absl::Status AgentDaemon::StartAgentApi() {
       AgentInfo{std::string(kVersion), kubernetes() ? "kubernetes" : "standalone", options_.node_id,
                 options_.driver_name, options_.watch_plugins ? options_.manifest_dir : "",
                 session_launcher_, default_transport_},
-      *health_);
+      *health_, reconciler_ ? nullptr : node_.get());
   SH_ASSIGN_OR_RETURN(agent_socket_lock_, LockFile(absl::StrCat(options_.agent_socket, ".lock")));
   // Owner only, as the CSI socket and the README say.
   auto served = ServeOnUnixSocket(options_.agent_socket, {agent_service_.get()});

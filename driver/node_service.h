@@ -75,6 +75,12 @@ class NodeService final : public csi::v1::Node::Service {
   // Returns the new capacity in bytes.
   absl::StatusOr<int64_t> Expand(const csi::v1::NodeExpandVolumeRequest& req);
 
+  // Every volume record of this driver (for the agent API); unreadable ones are skipped and
+  // reported in `errors`.
+  std::vector<state::v1::VolumeRecord> Records(std::vector<std::string>* errors) const {
+    return store_.List(errors);
+  }
+
  private:
   // The session's problem (gone, stopped, reconnecting, another LUN, fewer paths), if any.
   std::optional<VolumeProblem> SessionProblem(const state::v1::VolumeRecord& rec) const;

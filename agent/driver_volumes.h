@@ -1,0 +1,21 @@
+#pragma once
+
+// The agent-API view of the built-in driver's own volumes, for an agent without a reconciler
+// (Kubernetes mode, where the kubelet is the reconciler, or one that only serves the driver):
+// what is staged here, where it is published and what is wrong with it, from the driver's
+// records and its health checks (no I/O to the LUNs).
+
+#include <string>
+#include <vector>
+
+#include "driver/node_service.h"
+#include "proto/agent.pb.h"
+
+namespace stagehand::agent {
+
+// Fills `out` (generation 1, ready) and appends to `problems` one line per abnormal volume and
+// per unreadable record.
+void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name,
+                       v1::ListVolumesResponse* out, std::vector<std::string>* problems);
+
+}  // namespace stagehand::agent
