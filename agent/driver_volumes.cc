@@ -1,7 +1,8 @@
 #include "agent/driver_volumes.h"
 
 #include <absl/strings/str_cat.h>
-#include <absl/strings/str_join.h>
+
+#include "standalone/csi_node_client.h"
 
 namespace stagehand::agent {
 namespace {
@@ -32,11 +33,7 @@ std::string ConditionOf(driver::NodeService& node, const VolumeRecord& rec) {
   if (auto s = node.Health(request, &response); !s.ok()) {
     return absl::StrCat("health unknown: ", s.message());
   }
-  std::vector<std::string> parts;
-  for (const auto& h : response.volume_health().health_statuses()) {
-    parts.push_back(absl::StrCat(h.reason(), ": ", h.message()));
-  }
-  return absl::StrJoin(parts, "; ");
+  return standalone::DescribeProblems(standalone::ProblemsOf(response.volume_health()));
 }
 
 }  // namespace

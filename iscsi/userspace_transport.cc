@@ -36,6 +36,11 @@ using state::v1::SessionConfig;
 using state::v1::SessionRecord;
 using state::v1::SessionStatus;
 
+// One session process's data path, for the stall detector (a new process is a new data path).
+std::string StallKey(const SessionRecord& session) {
+  return absl::StrCat(session.runtime_dir(), "@", session.pid());
+}
+
 std::string SelfExe() {
   std::array<char, PATH_MAX> buf{};
   ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
@@ -236,7 +241,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
 }
 
 absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
-  stalls_.Forget(absl::StrCat(recorded.runtime_dir(), "@", recorded.pid()));
+  stalls_.Forget(StallKey(recorded));
   SessionRecord session = recorded;
   // A crash between starting the session and persisting its record leaves only the runtime
   // directory: its status file names the process and the LUN file.
@@ -367,9 +372,8 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
     h.reason = "LoopDeviceGone";
   }
   if (h.healthy && !session.loop_device().empty()) {
-    const std::string key = absl::StrCat(session.runtime_dir(), "@", session.pid());
     const auto activity = ReadLoopActivity(session.loop_device());
-    const auto waited = activity ? stalls_.Observe(key, *activity) : std::nullopt;
+    const auto waited = activity ? stalls_.Observe(StallKey(session), *activity) : std::nullopt;
     if (waited) {
       h.healthy = false;
       h.message = absl::StrCat("iSCSI session process ", session.pid(),

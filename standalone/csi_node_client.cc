@@ -62,6 +62,18 @@ std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) 
 
 }  // namespace
 
+std::vector<VolumeHealthProblem> ProblemsOf(const csi::v1::VolumeHealth& health) {
+  std::vector<VolumeHealthProblem> problems;
+  for (const auto& entry : health.health_statuses()) {
+    VolumeHealthProblem p;
+    p.status = csi::v1::VolumeHealthErrorType_Name(entry.status());
+    p.reason = entry.reason().empty() ? p.status : entry.reason();
+    p.message = entry.message();
+    problems.push_back(std::move(p));
+  }
+  return problems;
+}
+
 std::string DescribeProblems(const std::vector<VolumeHealthProblem>& problems) {
   std::vector<std::string> parts;
   for (const auto& p : problems) {
@@ -219,15 +231,7 @@ absl::StatusOr<std::vector<VolumeHealthProblem>> CsiNodeClient::GetVolumeHealth(
   SH_RETURN_IF_ERROR(Invoke("NodeGetVolumeHealth", timeout, [&](grpc::ClientContext* context) {
     return stub.NodeGetVolumeHealth(context, request, &response);
   }));
-  std::vector<VolumeHealthProblem> problems;
-  for (const auto& entry : response.volume_health().health_statuses()) {
-    VolumeHealthProblem p;
-    p.status = csi::v1::VolumeHealthErrorType_Name(entry.status());
-    p.reason = entry.reason().empty() ? p.status : entry.reason();
-    p.message = entry.message();
-    problems.push_back(std::move(p));
-  }
-  return problems;
+  return ProblemsOf(response.volume_health());
 }
 
 absl::Status CsiNodeClient::Invoke(const char* method, std::chrono::milliseconds timeout,

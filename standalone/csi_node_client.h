@@ -15,6 +15,7 @@
 #include <grpcpp/client_context.h>
 
 #include "base/mutex.h"
+#include "proto/csi.pb.h"
 #include "reconciler/node_client.h"
 #include "registration/registry.h"
 
@@ -26,6 +27,9 @@ struct VolumeHealthProblem {
   std::string reason;  // CamelCase; the status when the driver gave none.
   std::string message;
 };
+
+// The entries of a NodeGetVolumeHealth answer.
+std::vector<VolumeHealthProblem> ProblemsOf(const csi::v1::VolumeHealth& health);
 
 // "Reason: message; Reason: message" (the condition people read); empty for no problems.
 std::string DescribeProblems(const std::vector<VolumeHealthProblem>& problems);

@@ -63,6 +63,8 @@ std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& r
   return out;
 }
 
+}  // namespace
+
 std::vector<int> SessionPidsUnder(const std::string& root) {
   std::vector<int> out;
   const std::string sessions = root + "/run/sessions";
@@ -85,8 +87,6 @@ std::vector<int> SessionPidsUnder(const std::string& root) {
   closedir(d);
   return out;
 }
-
-}  // namespace
 
 bool IntegrationEnabled() {
   const char* v = getenv("SH_INTEGRATION");  // NOLINT(concurrency-mt-unsafe): test setup.

@@ -77,6 +77,9 @@ std::vector<int> RunningSessionProcesses();
 // fail, so it does not fail the test by itself).
 bool WriteDurably(const std::string& path, const std::string& content);
 
+// The live session processes of the agent whose root is `root` (from <root>/run/sessions/*/status).
+std::vector<int> SessionPidsUnder(const std::string& root);
+
 // Writes 4096 bytes of `fill` at `offset` of the block device `device` with O_DIRECT. Returns 0,
 // or the errno of what failed.
 int WriteBlockDirect(const std::string& device, off_t offset, char fill);

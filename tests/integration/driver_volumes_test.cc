@@ -13,9 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "base/process.h"
-#include "base/subprocess.h"
 #include "proto/agent.grpc.pb.h"
-#include "proto/state.pb.h"
+#include "tests/integration/cluster.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -71,11 +70,10 @@ TEST_F(DriverVolumesTest, TheDriversVolumesAreListedWithTheirTargetsAndProblems)
   EXPECT_EQ(Status().volumes_published(), 1);
 
   // Its session process dies: the listing and the status say so.
-  auto out = RunProcess({"sh", "-c", "cat " + daemon_->runtime_dir() + "/sessions/*/status"});
-  state::v1::SessionStatus session;
-  ASSERT_TRUE(out.ok() && session.ParseFromString(out->output) && session.pid() > 0);
-  ASSERT_EQ(kill(session.pid(), SIGKILL), 0);
-  while (IsSameProcessAlive(session.pid(), session.start_time())) {
+  const std::vector<int> sessions = SessionPidsUnder(root_);
+  ASSERT_EQ(sessions.size(), 1u);
+  ASSERT_EQ(kill(sessions[0], SIGKILL), 0);
+  while (ProcessStartTime(sessions[0]) != 0) {
     std::this_thread::yield();
   }
   EXPECT_THAT(List().volumes(0).condition(), HasSubstr("SessionGone: "));

@@ -3,7 +3,6 @@
 // reported SessionNotAnswering after the stall timeout, from the loop device's counters alone,
 // and healthy again once it completes I/O.
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +17,6 @@
 
 #include "base/file_io.h"
 #include "base/process.h"
-#include "proto/state.pb.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/node_test_base.h"
 
@@ -76,23 +74,6 @@ class SessionStallTest : public NodeIntegrationTest {
  protected:
   std::vector<std::string> DaemonFlags() const override { return {"--session-stall-timeout=1"}; }
 
-  // The pids of the session processes, from their status files.
-  std::vector<int> SessionPids() const {
-    std::vector<int> pids;
-    const std::string sessions = daemon_->runtime_dir() + "/sessions";
-    if (DIR* d = opendir(sessions.c_str())) {
-      while (const dirent* e = readdir(d)) {
-        state::v1::SessionStatus status;
-        auto raw = ReadFileToString(sessions + "/" + e->d_name + "/status");
-        if (e->d_name[0] != '.' && raw.ok() && status.ParseFromString(*raw) && status.pid() > 0) {
-          pids.push_back(status.pid());
-        }
-      }
-      closedir(d);
-    }
-    return pids;
-  }
-
   std::string Reason(const std::string& volume_id) {
     csi::v1::NodeGetVolumeHealthResponse health;
     if (!Health(volume_id, &health).ok()) {
@@ -111,7 +92,7 @@ TEST_F(SessionStallTest, ASessionThatRunsButAnswersNothingIsReportedNotAnswering
   const std::string target = root_ + "/pod1";
   ASSERT_TRUE(Stage(StageRequest("vol-stall", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-stall", target, /*block=*/true)).ok());
-  const std::vector<int> pids = SessionPids();
+  const std::vector<int> pids = SessionPidsUnder(root_);
   ASSERT_EQ(pids.size(), 1u);
   EXPECT_EQ(Reason("vol-stall"), "");
 
