@@ -7,28 +7,28 @@
 namespace stagehand::agent {
 namespace {
 
-using state::v1::VolumeRecord;
+using driver::StagedVolume;
+using Phase = StagedVolume::Phase;
 
-const char* PhaseOf(const VolumeRecord& rec) {
-  switch (rec.phase()) {
-    case VolumeRecord::STAGED:
-      return rec.publishes().empty() ? "staged" : "published";
-    case VolumeRecord::STAGING:
+const char* PhaseOf(const StagedVolume& volume) {
+  switch (volume.phase) {
+    case Phase::kStaged:
+      return volume.publications.empty() ? "staged" : "published";
+    case Phase::kStaging:
       return "staging";
-    case VolumeRecord::UNSTAGING:
+    case Phase::kUnstaging:
       return "unstaging";
-    default:
-      return "uncertain";
   }
+  return "uncertain";
 }
 
 // "Reason: message; ..." of the volume's health, empty when it is healthy or not staged.
-std::string ConditionOf(driver::NodeService& node, const VolumeRecord& rec) {
-  if (rec.phase() != VolumeRecord::STAGED) {
+std::string ConditionOf(driver::NodeService& node, const StagedVolume& volume) {
+  if (volume.phase != Phase::kStaged) {
     return "";
   }
   csi::v1::NodeGetVolumeHealthRequest request;
-  request.set_volume_id(rec.volume_id());
+  request.set_volume_id(volume.volume_id);
   csi::v1::NodeGetVolumeHealthResponse response;
   if (auto s = node.Health(request, &response); !s.ok()) {
     return absl::StrCat("health unknown: ", s.message());
@@ -43,25 +43,25 @@ void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name
   out->set_generation(1);
   out->set_ready(true);
   std::vector<std::string> errors;
-  for (const VolumeRecord& rec : node.Records(&errors)) {
+  for (const StagedVolume& volume : node.Volumes(&errors)) {
     auto* v = out->add_volumes();
-    v->set_name(rec.volume_id());
+    v->set_name(volume.volume_id);
     v->set_declared(true);  // The kubelet (or a CSI client) asked for it.
     v->set_driver(driver_name);
-    v->set_volume_handle(rec.volume_id());
-    v->set_staging_path(rec.staging_path());
-    v->set_phase(PhaseOf(rec));
-    v->set_stage_state(rec.phase() == VolumeRecord::STAGED ? "staged" : "uncertain");
-    for (const auto& p : rec.publishes()) {
+    v->set_volume_handle(volume.volume_id);
+    v->set_staging_path(volume.staging_path);
+    v->set_phase(PhaseOf(volume));
+    v->set_stage_state(volume.phase == Phase::kStaged ? "staged" : "uncertain");
+    for (const driver::Publication& p : volume.publications) {
       auto* t = v->add_targets();
-      t->set_target_path(p.target_path());
-      t->set_read_only(p.readonly());
+      t->set_target_path(p.target_path);
+      t->set_read_only(p.readonly);
       t->set_state("published");
     }
-    v->set_condition(ConditionOf(node, rec));
+    v->set_condition(ConditionOf(node, volume));
     if (!v->condition().empty()) {
       problems->push_back(
-          absl::StrCat("volume '", rec.volume_id(), "' is abnormal: ", v->condition()));
+          absl::StrCat("volume '", volume.volume_id, "' is abnormal: ", v->condition()));
     }
   }
   for (const auto& e : errors) {

@@ -93,12 +93,4 @@ bool IsReaderOnly(AccessMode::Mode mode) {
   return mode == AccessMode::SINGLE_NODE_READER_ONLY || mode == AccessMode::MULTI_NODE_READER_ONLY;
 }
 
-AccessMode::Mode RecordedAccessMode(const state::v1::VolumeRecord& record) {
-  AccessMode::Mode mode = AccessMode::UNKNOWN;
-  if (!AccessMode::Mode_Parse(record.access_mode(), &mode)) {
-    return AccessMode::UNKNOWN;
-  }
-  return mode;
-}
-
 }  // namespace stagehand::driver

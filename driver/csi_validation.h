@@ -7,21 +7,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "driver/staged_volume.h"
 #include "proto/csi.pb.h"
-#include "proto/state.pb.h"
 
 namespace stagehand::driver {
-
-struct CapabilitySpec {
-  bool block = false;
-  std::string fs_type;  // "ext4" or "xfs" for mount; empty for block.
-  std::vector<std::string> mount_flags;
-  csi::v1::VolumeCapability::AccessMode::Mode access_mode =
-      csi::v1::VolumeCapability::AccessMode::UNKNOWN;
-  bool read_only_mode = false;  // The access mode only allows reading.
-
-  bool operator==(const CapabilitySpec&) const = default;
-};
 
 // Checks a path field: present, absolute, normalised (no "." or ".." components, no "//", no
 // trailing '/'). `field` names it in the message ("target_path").
@@ -38,11 +27,5 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
 
 // SINGLE_NODE_READER_ONLY or MULTI_NODE_READER_ONLY.
 bool IsReaderOnly(csi::v1::VolumeCapability::AccessMode::Mode mode);
-
-// The access mode a volume was staged with, persisted in its record by its CSI name (so that a
-// reordered enum never changes what a record means); UNKNOWN when the record has none or a name
-// this build does not know.
-csi::v1::VolumeCapability::AccessMode::Mode RecordedAccessMode(
-    const state::v1::VolumeRecord& record);
 
 }  // namespace stagehand::driver

@@ -9,9 +9,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
-#include "driver/csi_validation.h"
 #include "driver/node_service.h"
-#include "iscsi/session_conversions.h"
 #include "mounter/filesystem_health.h"
 
 namespace stagehand::driver {
@@ -19,7 +17,7 @@ namespace {
 
 using csi::v1::StorageHealthErrorType;
 using csi::v1::VolumeHealthErrorType;
-using state::v1::VolumeRecord;
+using Phase = StagedVolume::Phase;
 
 // Problems by (status, reason), in the order first seen, with their messages.
 using Kinds = std::vector<std::pair<std::pair<int, std::string>, std::vector<std::string>>>;
@@ -47,8 +45,8 @@ void ForEachKind(Kinds& kinds, const Add& add) {
 
 }  // namespace
 
-std::optional<VolumeProblem> NodeService::SessionProblem(const VolumeRecord& rec) const {
-  const iscsi::SessionHealth h = deps_.transport.Health(rec.session());
+std::optional<VolumeProblem> NodeService::SessionProblem(const StagedVolume& volume) const {
+  const iscsi::SessionHealth h = deps_.transport.Health(volume.session);
   if (h.healthy && h.message.empty()) {
     return std::nullopt;
   }
@@ -57,11 +55,12 @@ std::optional<VolumeProblem> NodeService::SessionProblem(const VolumeRecord& rec
       h.reason.empty() ? std::string("SessionDown") : h.reason, h.message};
 }
 
-std::vector<VolumeProblem> NodeService::ProblemsAt(const VolumeRecord& rec,
+std::vector<VolumeProblem> NodeService::ProblemsAt(const StagedVolume& volume,
                                                    const std::string& path) const {
   std::vector<VolumeProblem> out;
-  const bool staging = path == rec.staging_path();
-  if (rec.block() && staging) {
+  const CapabilitySpec& cap = volume.capability;
+  const bool staging = path == volume.staging_path;
+  if (cap.block && staging) {
     return out;  // A block volume's staging path is a directory of ours, not a mount.
   }
   auto mount = deps_.mounter.Find(path);
@@ -77,14 +76,14 @@ std::vector<VolumeProblem> NodeService::ProblemsAt(const VolumeRecord& rec,
                                         : "unpublish and publish it again (restart the pod)")});
     return out;
   }
-  if (rec.block()) {
+  if (cap.block) {
     return out;
   }
   // The staging mount and every bind of it share one superblock: its options and error counter
   // say whether the filesystem still takes writes (statvfs does not show emergency_ro).
-  const bool staged_writable = !IsReaderOnly(RecordedAccessMode(rec)) &&
-                               std::find(rec.mount_flags().begin(), rec.mount_flags().end(),
-                                         "ro") == rec.mount_flags().end();
+  const bool staged_writable =
+      !cap.read_only_mode &&
+      std::find(cap.mount_flags.begin(), cap.mount_flags.end(), "ro") == cap.mount_flags.end();
   if (auto failed = mounter::CheckFilesystem(**mount, staged_writable)) {
     out.push_back({failed->reason == "FilesystemFailed" ? VolumeHealthErrorType::INACCESSIBLE
                                                         : VolumeHealthErrorType::DEGRADED,
@@ -99,34 +98,31 @@ absl::Status NodeService::Health(const csi::v1::NodeGetVolumeHealthRequest& req,
     return absl::InvalidArgumentError("volume_id is required");
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
-  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+  if (!existing.has_value() || existing->phase != Phase::kStaged) {
     return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
   }
-  const VolumeRecord& rec = *existing;
+  const StagedVolume& rec = *existing;
   // The paths asked about, or all of the volume's.
   std::vector<std::string> paths;
   if (!req.staging_target_path().empty()) {
-    if (req.staging_target_path() != rec.staging_path()) {
+    if (req.staging_target_path() != rec.staging_path) {
       return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is staged at '",
-                                              rec.staging_path(), "', not at '",
+                                              rec.staging_path, "', not at '",
                                               req.staging_target_path(), "'"));
     }
-    paths.push_back(rec.staging_path());
+    paths.push_back(rec.staging_path);
   }
   if (!req.volume_publish_path().empty()) {
-    const bool known =
-        std::any_of(rec.publishes().begin(), rec.publishes().end(),
-                    [&](const auto& p) { return p.target_path() == req.volume_publish_path(); });
-    if (!known) {
+    if (rec.FindPublication(req.volume_publish_path()) == nullptr) {
       return absl::NotFoundError(absl::StrCat(
           "volume '", req.volume_id(), "' is not published at '", req.volume_publish_path(), "'"));
     }
     paths.push_back(req.volume_publish_path());
   }
   if (paths.empty()) {
-    paths.push_back(rec.staging_path());
-    for (const auto& p : rec.publishes()) {
-      paths.push_back(p.target_path());
+    paths.push_back(rec.staging_path);
+    for (const Publication& p : rec.publications) {
+      paths.push_back(p.target_path);
     }
   }
   Kinds kinds;
@@ -151,17 +147,17 @@ absl::Status NodeService::Health(const csi::v1::NodeGetVolumeHealthRequest& req,
 
 absl::Status NodeService::StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp) {
   Kinds kinds;
-  for (const VolumeRecord& rec : store_.List()) {
-    if (rec.phase() != VolumeRecord::STAGED) {
+  for (const StagedVolume& volume : store_.List()) {
+    if (volume.phase != Phase::kStaged) {
       continue;
     }
-    const iscsi::SessionHealth h = deps_.transport.Health(rec.session());
+    const iscsi::SessionHealth h = deps_.transport.Health(volume.session);
     std::vector<std::string> portals;
-    for (const auto& p : rec.portals()) {
-      portals.push_back(iscsi::FromProto(p).ToString());
+    for (const iscsi::Portal& p : volume.portals) {
+      portals.push_back(p.ToString());
     }
     const std::string target =
-        absl::StrCat(rec.iqn(), " at ", absl::StrJoin(portals, ", "), ": ", h.message);
+        absl::StrCat(volume.iqn, " at ", absl::StrJoin(portals, ", "), ": ", h.message);
     if (h.reason == "SessionReconnecting" || h.reason == "SessionDown") {
       AddMerged(kinds, StorageHealthErrorType::STORAGE_UNREACHABLE, "TargetUnreachable", target);
     } else if (h.reason == "MultipathDegraded") {

@@ -10,7 +10,6 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "driver/csi_validation.h"
-#include "driver/lun_claims.h"
 #include "driver/target_path.h"
 #include "mounter/filesystem.h"
 #include "mounter/volume_stats.h"
@@ -26,16 +25,10 @@ spdlog::logger& Log() {
 }
 
 using csi::v1::NodeServiceCapability;
-using state::v1::PublishRecord;
-using state::v1::VolumeRecord;
+using Phase = StagedVolume::Phase;
 
 std::map<std::string, std::string> ToMap(const google::protobuf::Map<std::string, std::string>& m) {
   return {m.begin(), m.end()};
-}
-
-bool SameFlags(const google::protobuf::RepeatedPtrField<std::string>& a,
-               const std::vector<std::string>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
 absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl::Status s) {
@@ -104,19 +97,16 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
   if (existing.has_value()) {
-    VolumeRecord& rec = *existing;
-    if (rec.staging_path() != req.staging_target_path() && rec.phase() == VolumeRecord::STAGED) {
+    StagedVolume& rec = *existing;
+    if (rec.staging_path != req.staging_target_path() && rec.phase == Phase::kStaged) {
       return absl::FailedPreconditionError(
-          absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
+          absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path,
                        "'; unstage it there first"));
     }
-    const bool same = rec.block() == cap.block && rec.fs_type() == cap.fs_type &&
-                      SameFlags(rec.mount_flags(), cap.mount_flags) &&
-                      ToMap(rec.volume_context()) == ToMap(req.volume_context()) &&
-                      RecordedAccessMode(rec) == cap.access_mode;
-    if (rec.phase() == VolumeRecord::STAGED && !same) {
+    const bool same = rec.capability == cap && rec.volume_context == ToMap(req.volume_context());
+    if (rec.phase == Phase::kStaged && !same) {
       return absl::AlreadyExistsError(
-          absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path(),
+          absl::StrCat("volume '", req.volume_id(), "' is already staged at '", rec.staging_path,
                        "' with a different capability or volume_context"));
     }
     if (same && health_.CheckStagingLive(rec).ok()) {
@@ -137,11 +127,9 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
     // publish left: undo what is left and stage again. The identity recorded last time must
     // still match.
     SH_RETURN_IF_ERROR(WithContext(stager_.TearDown(rec), "clean up the previous stage attempt"));
-    VolumeRecord fresh;
-    *fresh.mutable_identity() = rec.identity();
-    return stager_.Stage(req, std::move(fresh), cap, *target);
+    return stager_.Stage(req, rec.identity, cap, *target);
   }
-  return stager_.Stage(req, VolumeRecord(), cap, *target);
+  return stager_.Stage(req, iscsi::LunIdentity(), cap, *target);
 }
 
 // ----- NodeUnstageVolume -----
@@ -176,10 +164,10 @@ absl::Status NodeService::Unstage(const csi::v1::NodeUnstageVolumeRequest& req) 
     // Already unstaged. A format a failed stage of it left unfinished is not finished later.
     return stager_.ForgetFormatIntent(req.volume_id());
   }
-  VolumeRecord& rec = *existing;
-  if (rec.staging_path() != req.staging_target_path()) {
+  StagedVolume& rec = *existing;
+  if (rec.staging_path != req.staging_target_path()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path(),
+        absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path,
                      "', not at '", req.staging_target_path(), "'"));
   }
   // Never unstage under a publish: a bind mount would keep using a dead device.
@@ -246,50 +234,47 @@ absl::Status NodeService::CheckPublishPaths(const csi::v1::NodePublishVolumeRequ
 }
 
 absl::Status NodeService::CheckPublishable(const csi::v1::NodePublishVolumeRequest& req,
-                                           const VolumeRecord& rec, const CapabilitySpec& cap,
+                                           const StagedVolume& rec, const CapabilitySpec& cap,
                                            bool readonly) const {
-  if (rec.phase() != VolumeRecord::STAGED) {
+  if (rec.phase != Phase::kStaged) {
     return absl::FailedPreconditionError(absl::StrCat("volume '", req.volume_id(), "' is ",
-                                                      DescribeRecord(rec),
+                                                      DescribeStage(rec),
                                                       "; call NodeStageVolume again first"));
   }
-  if (rec.staging_path() != req.staging_target_path()) {
+  if (rec.staging_path != req.staging_target_path()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path(),
+        absl::StrCat("volume '", req.volume_id(), "' is staged at '", rec.staging_path,
                      "', not at '", req.staging_target_path(), "'"));
   }
-  if (rec.block() != cap.block) {
+  if (rec.capability.block != cap.block) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "volume '", req.volume_id(), "' was staged as ", rec.block() ? "block" : "mount",
+        "volume '", req.volume_id(), "' was staged as ", rec.capability.block ? "block" : "mount",
         " but publish asks for ", cap.block ? "block" : "mount"));
   }
   // Never bind an empty staging directory or a dead device into a consumer: what it writes
   // would land on the host's disk, or fail.
   if (auto live = health_.CheckStagingLive(rec); !live.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "volume '", req.volume_id(), "' is recorded as staged at '", rec.staging_path(), "' but ",
-        live.message(), "; call NodeStageVolume again before publishing"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", req.volume_id(), "' is recorded as staged at '", rec.staging_path,
+                     "' but ", live.message(), "; call NodeStageVolume again before publishing"));
   }
-  for (const auto& p : rec.publishes()) {
-    if (p.target_path() != req.target_path()) {
-      continue;
-    }
-    if (p.readonly() != readonly || !SameFlags(p.mount_flags(), cap.mount_flags)) {
-      return absl::AlreadyExistsError(absl::StrCat("volume '", req.volume_id(),
-                                                   "' is already published at '", req.target_path(),
-                                                   "' with different readonly or mount flags"));
-    }
+  if (const Publication* p = rec.FindPublication(req.target_path());
+      p != nullptr && (p->readonly != readonly || p->mount_flags != cap.mount_flags)) {
+    return absl::AlreadyExistsError(absl::StrCat("volume '", req.volume_id(),
+                                                 "' is already published at '", req.target_path(),
+                                                 "' with different readonly or mount flags"));
   }
   if (cap.access_mode == csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER ||
-      RecordedAccessMode(rec) == csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER) {
+      rec.capability.access_mode ==
+          csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_SINGLE_WRITER) {
     // One workload at a time (CSI spec): a second target path is a second workload.
-    for (const auto& p : rec.publishes()) {
-      if (p.target_path() != req.target_path()) {
+    for (const Publication& p : rec.publications) {
+      if (p.target_path != req.target_path()) {
         return absl::FailedPreconditionError(
             absl::StrCat("volume '", req.volume_id(),
                          "' has access mode SINGLE_NODE_SINGLE_WRITER and is "
                          "already published at '",
-                         p.target_path(), "'; unpublish it there first"));
+                         p.target_path, "'; unpublish it there first"));
       }
     }
   }
@@ -312,14 +297,12 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));
   SH_RETURN_IF_ERROR(CheckNoOverlap(store_.List(), req.volume_id(), req.target_path()));
-  VolumeRecord& rec = *existing;
+  StagedVolume& rec = *existing;
   const bool readonly = req.readonly() || cap.read_only_mode;
   SH_RETURN_IF_ERROR(CheckPublishable(req, rec, cap, readonly));
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
-  const bool recorded =
-      std::any_of(rec.publishes().begin(), rec.publishes().end(),
-                  [&](const PublishRecord& p) { return p.target_path() == req.target_path(); });
+  const bool recorded = rec.FindPublication(req.target_path()) != nullptr;
   if (mounted->has_value() && !recorded) {
     return absl::AlreadyExistsError(absl::StrCat(
         "target_path '", req.target_path(), "' already holds a mount that is not this volume's"));
@@ -328,17 +311,13 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
     SH_RETURN_IF_ERROR(CheckTargetEmpty(req.target_path(), cap.block));
   }
   if (!recorded) {
-    PublishRecord* p = rec.add_publishes();
-    p->set_target_path(req.target_path());
-    p->set_readonly(readonly);
-    for (const auto& f : cap.mount_flags) {
-      p->add_mount_flags(f);
-    }
+    rec.publications.push_back(Publication{
+        .target_path = req.target_path(), .readonly = readonly, .mount_flags = cap.mount_flags});
     SH_RETURN_IF_ERROR(WithContext(store_.Save(rec), "persist volume record"));
   }
-  std::string source = rec.staging_path();
+  std::string source = rec.staging_path;
   if (cap.block) {
-    source = iscsi::DeviceOf(rec.session());
+    source = rec.Device();
     SH_RETURN_IF_ERROR(CreateBlockTarget(req.target_path()));
   } else {
     SH_RETURN_IF_ERROR(MakeDirs(req.target_path(), 0750));
@@ -366,15 +345,7 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
   }
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
-  int index = -1;
-  if (existing.has_value()) {
-    for (int i = 0; i < existing->publishes_size(); ++i) {
-      if (existing->publishes(i).target_path() == req.target_path()) {
-        index = i;
-      }
-    }
-  }
-  if (index < 0) {
+  if (!existing.has_value() || existing->FindPublication(req.target_path()) == nullptr) {
     if (mounted->has_value()) {
       return absl::FailedPreconditionError(
           absl::StrCat("target_path '", req.target_path(),
@@ -390,7 +361,8 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
     SH_RETURN_IF_ERROR(deps_.mounter.Unmount(req.target_path()));
   }
   SH_RETURN_IF_ERROR(RemoveTarget(req.target_path()));
-  existing->mutable_publishes()->DeleteSubrange(index, 1);
+  std::erase_if(existing->publications,
+                [&](const Publication& p) { return p.target_path == req.target_path(); });
   return WithContext(store_.Save(*existing), "persist volume record");
 }
 
@@ -408,33 +380,31 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
     return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
-  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+  if (!existing.has_value() || existing->phase != Phase::kStaged) {
     return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
   }
-  VolumeRecord& rec = *existing;
+  StagedVolume& rec = *existing;
   const bool known =
-      rec.staging_path() == req.volume_path() ||
-      std::any_of(rec.publishes().begin(), rec.publishes().end(),
-                  [&](const PublishRecord& p) { return p.target_path() == req.volume_path(); });
+      rec.staging_path == req.volume_path() || rec.FindPublication(req.volume_path()) != nullptr;
   if (!known || !PathExists(req.volume_path())) {
     return absl::NotFoundError(absl::StrCat("volume_path '", req.volume_path(),
                                             "' is not where volume '", req.volume_id(),
                                             "' is staged or published"));
   }
   // The target grows the LUN; we pick the new size up, then grow the filesystem online.
-  SH_ASSIGN_OR_RETURN(uint64_t bytes, deps_.transport.RefreshCapacity(rec.session()));
+  SH_ASSIGN_OR_RETURN(uint64_t bytes, deps_.transport.RefreshCapacity(rec.session));
   const int64_t required = req.capacity_range().required_bytes();
   if (required > 0 && static_cast<int64_t>(bytes) < required) {
     return absl::OutOfRangeError(
         absl::StrCat("the LUN is ", bytes, " bytes but ", required,
                      " were required; grow the LUN on the target (controller expansion) first"));
   }
-  if (!rec.block()) {
+  if (!rec.capability.block) {
     SH_RETURN_IF_ERROR(
-        WithContext(deps_.grow(iscsi::DeviceOf(rec.session()), rec.staging_path(), rec.fs_type()),
-                    absl::StrCat("grow the ", rec.fs_type(), " filesystem")));
+        WithContext(deps_.grow(rec.Device(), rec.staging_path, rec.capability.fs_type),
+                    absl::StrCat("grow the ", rec.capability.fs_type, " filesystem")));
   }
-  rec.set_capacity_bytes(bytes);
+  rec.capacity_bytes = bytes;
   SH_RETURN_IF_ERROR(WithContext(store_.Save(rec), "persist volume record"));
   return static_cast<int64_t>(bytes);
 }

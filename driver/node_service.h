@@ -75,18 +75,17 @@ class NodeService final : public csi::v1::Node::Service {
   // Returns the new capacity in bytes.
   absl::StatusOr<int64_t> Expand(const csi::v1::NodeExpandVolumeRequest& req);
 
-  // Every volume record of this driver (for the agent API); unreadable ones are skipped and
+  // Every volume of this driver (for the agent API); unreadable records are skipped and
   // reported in `errors`.
-  std::vector<state::v1::VolumeRecord> Records(std::vector<std::string>* errors) const {
+  std::vector<StagedVolume> Volumes(std::vector<std::string>* errors) const {
     return store_.List(errors);
   }
 
  private:
   // The session's problem (gone, stopped, reconnecting, another LUN, fewer paths), if any.
-  std::optional<VolumeProblem> SessionProblem(const state::v1::VolumeRecord& rec) const;
+  std::optional<VolumeProblem> SessionProblem(const StagedVolume& volume) const;
   // The problems of the volume's mount at `path`: missing, a failed or erroring filesystem.
-  std::vector<VolumeProblem> ProblemsAt(const state::v1::VolumeRecord& rec,
-                                        const std::string& path) const;
+  std::vector<VolumeProblem> ProblemsAt(const StagedVolume& volume, const std::string& path) const;
   std::string RecordsDir() const;
   std::vector<std::string> ReservedDirs() const;
   // NodePublishVolume's checks of its paths (well-formed, not reserved, not in the staging
@@ -94,7 +93,7 @@ class NodeService final : public csi::v1::Node::Service {
   // other flags at this target, one target for a single writer).
   absl::Status CheckPublishPaths(const csi::v1::NodePublishVolumeRequest& req) const;
   absl::Status CheckPublishable(const csi::v1::NodePublishVolumeRequest& req,
-                                const state::v1::VolumeRecord& rec, const CapabilitySpec& cap,
+                                const StagedVolume& volume, const CapabilitySpec& cap,
                                 bool readonly) const;
 
   NodeServiceDeps deps_;

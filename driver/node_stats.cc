@@ -5,14 +5,13 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
-#include "driver/csi_validation.h"
 #include "driver/node_service.h"
 #include "driver/target_path.h"
 #include "mounter/volume_stats.h"
 
 namespace stagehand::driver {
 
-using state::v1::VolumeRecord;
+using Phase = StagedVolume::Phase;
 
 absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
                                 csi::v1::NodeGetVolumeStatsResponse* resp) {
@@ -25,18 +24,14 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   // An unknown volume, or a path that is not one of its (those were validated when recorded, so
   // a malformed path is simply not one of them), is NOT_FOUND (CSI spec, csi-sanity).
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
-  if (!existing.has_value() || existing->phase() != VolumeRecord::STAGED) {
+  if (!existing.has_value() || existing->phase != Phase::kStaged) {
     return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
   }
-  const VolumeRecord& rec = *existing;
-  bool known = rec.staging_path() == req.volume_path();
-  bool readonly_requested = IsReaderOnly(RecordedAccessMode(rec));
-  for (const auto& p : rec.publishes()) {
-    if (p.target_path() == req.volume_path()) {
-      known = true;
-      readonly_requested = readonly_requested || p.readonly();
-    }
-  }
+  const StagedVolume& rec = *existing;
+  const Publication* publish = rec.FindPublication(req.volume_path());
+  const bool known = rec.staging_path == req.volume_path() || publish != nullptr;
+  const bool readonly_requested =
+      rec.capability.read_only_mode || (publish != nullptr && publish->readonly);
   if (!known || !PathExists(req.volume_path())) {
     return absl::NotFoundError(absl::StrCat("volume_path '", req.volume_path(),
                                             "' is not where volume '", req.volume_id(),
@@ -57,8 +52,8 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
     problems.push_back(p.message);
   }
   // Nothing mounted: the usage of whatever filesystem holds the directory would be a lie.
-  if (rec.block()) {
-    auto size = mounter::BlockDeviceSize(iscsi::DeviceOf(rec.session()));
+  if (rec.capability.block) {
+    auto size = mounter::BlockDeviceSize(rec.Device());
     if (size.ok()) {
       auto* u = resp->add_usage();
       u->set_unit(csi::v1::VolumeUsage::BYTES);

@@ -100,27 +100,27 @@ absl::Status CheckTargetEmpty(const std::string& path, bool block) {
   return absl::OkStatus();
 }
 
-absl::Status CheckNoOverlap(const std::vector<state::v1::VolumeRecord>& records,
-                            const std::string& volume_id, const std::string& target) {
+absl::Status CheckNoOverlap(const std::vector<StagedVolume>& volumes, const std::string& volume_id,
+                            const std::string& target) {
   auto overlaps = [&target](const std::string& path) {
     return !path.empty() && (IsPathWithin(target, path) || IsPathWithin(path, target));
   };
-  for (const state::v1::VolumeRecord& other : records) {
+  for (const StagedVolume& other : volumes) {
     // A mount inside a staging path makes that volume's unstage fail (EBUSY); one over it or
     // over a publish would hide it.
-    if (overlaps(other.staging_path())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target_path '", target, "' overlaps the staging path '", other.staging_path(),
-          "' of volume '", other.volume_id(), "'; give a path outside it"));
+    if (overlaps(other.staging_path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("target_path '", target, "' overlaps the staging path '", other.staging_path,
+                       "' of volume '", other.volume_id, "'; give a path outside it"));
     }
-    for (const auto& p : other.publishes()) {
-      if (other.volume_id() == volume_id && p.target_path() == target) {
+    for (const Publication& p : other.publications) {
+      if (other.volume_id == volume_id && p.target_path == target) {
         continue;  // This very publish (a repeat).
       }
-      if (overlaps(p.target_path())) {
+      if (overlaps(p.target_path)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "target_path '", target, "' overlaps '", p.target_path(), "', where volume '",
-            other.volume_id(), "' is published; give a path outside it"));
+            "target_path '", target, "' overlaps '", p.target_path, "', where volume '",
+            other.volume_id, "' is published; give a path outside it"));
       }
     }
   }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "proto/state.pb.h"
+#include "driver/staged_volume.h"
 
 namespace stagehand::driver {
 
@@ -24,10 +24,10 @@ absl::Status CheckParentIsReal(const std::string& path, std::string_view field);
 // empty, or a file with data (block); also a target of the wrong type. Absent is fine.
 absl::Status CheckTargetEmpty(const std::string& path, bool block);
 
-// InvalidArgument when `target` lies inside, or contains, any of `records`' staging paths or
+// InvalidArgument when `target` lies inside, or contains, any of `volumes`' staging paths or
 // publish targets (`volume_id`'s own publish at `target`, a repeat, aside).
-absl::Status CheckNoOverlap(const std::vector<state::v1::VolumeRecord>& records,
-                            const std::string& volume_id, const std::string& target);
+absl::Status CheckNoOverlap(const std::vector<StagedVolume>& volumes, const std::string& volume_id,
+                            const std::string& target);
 
 // The empty file a block volume is bound onto; an existing file is kept as it is.
 absl::Status CreateBlockTarget(const std::string& path);

@@ -4,39 +4,37 @@
 
 namespace stagehand::driver {
 
-using state::v1::VolumeRecord;
-
-absl::Status VolumeHealth::CheckStagingLive(const VolumeRecord& record) const {
-  if (record.phase() != VolumeRecord::STAGED) {
+absl::Status VolumeHealth::CheckStagingLive(const StagedVolume& volume) const {
+  if (volume.phase != StagedVolume::Phase::kStaged) {
     return absl::FailedPreconditionError("its stage did not complete");
   }
-  const iscsi::SessionHealth health = transport_.Health(record.session());
+  const iscsi::SessionHealth health = transport_.Health(volume.session);
   if (!health.healthy) {
     return absl::FailedPreconditionError(health.message);
   }
-  if (record.block()) {
+  if (volume.capability.block) {
     return absl::OkStatus();
   }
-  SH_ASSIGN_OR_RETURN(auto m, mounter_.Find(record.staging_path()));
+  SH_ASSIGN_OR_RETURN(auto m, mounter_.Find(volume.staging_path));
   if (!m.has_value()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("nothing is mounted at '", record.staging_path(),
+        absl::StrCat("nothing is mounted at '", volume.staging_path,
                      "' (the node rebooted or the mount was removed)"));
   }
-  if (m->source != iscsi::DeviceOf(record.session())) {
-    return absl::FailedPreconditionError(absl::StrCat("'", record.staging_path(),
+  if (m->source != volume.Device()) {
+    return absl::FailedPreconditionError(absl::StrCat("'", volume.staging_path,
                                                       "' holds a mount of '", m->source,
                                                       "', not of this volume's device"));
   }
   return absl::OkStatus();
 }
 
-std::vector<std::string> VolumeHealth::StillPublished(const VolumeRecord& record) const {
+std::vector<std::string> VolumeHealth::StillPublished(const StagedVolume& volume) const {
   std::vector<std::string> still;
-  for (const auto& p : record.publishes()) {
-    auto m = mounter_.Find(p.target_path());
+  for (const Publication& p : volume.publications) {
+    auto m = mounter_.Find(p.target_path);
     if (!m.ok() || m->has_value()) {  // Unreadable mount state counts as mounted.
-      still.push_back(p.target_path());
+      still.push_back(p.target_path);
     }
   }
   return still;

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "driver/staged_volume.h"
 #include "iscsi/transport.h"
 #include "mounter/mounter.h"
-#include "proto/state.pb.h"
 
 namespace stagehand::driver {
 
@@ -21,10 +21,10 @@ class VolumeHealth {
 
   // OK when the staged volume is usable: stage complete, session healthy, staging mount of its
   // device in place. FailedPrecondition saying what is wrong otherwise.
-  absl::Status CheckStagingLive(const state::v1::VolumeRecord& record) const;
+  absl::Status CheckStagingLive(const StagedVolume& volume) const;
 
   // The recorded publish targets that are still mounted (or whose mount state cannot be read).
-  std::vector<std::string> StillPublished(const state::v1::VolumeRecord& record) const;
+  std::vector<std::string> StillPublished(const StagedVolume& volume) const;
 
  private:
   iscsi::Transport& transport_;

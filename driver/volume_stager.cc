@@ -15,7 +15,6 @@
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "driver/lun_claims.h"
-#include "iscsi/session_conversions.h"
 #include "mounter/format_decision.h"
 
 namespace stagehand::driver {
@@ -29,15 +28,12 @@ spdlog::logger& Log() {
 
 }  // namespace
 
-using state::v1::VolumeRecord;
-
 VolumeStager::VolumeStager(const NodeServiceDeps& deps, const NodeServiceOptions& options,
                            VolumeStore& store)
     : deps_(deps),
       options_(options),
       store_(store),
-      format_intents_(JoinPath(options.state_dir, "format-intents"),
-                      VolumeStore::Records::kPartial) {}
+      format_intents_(JoinPath(options.state_dir, "format-intents")) {}
 
 std::string VolumeStager::SessionsDir() const {
   return JoinPath(options_.runtime_dir, "sessions");
@@ -49,27 +45,18 @@ std::string VolumeStager::SessionDir(const std::string& volume_id) const {
 
 namespace {
 
-// What the record says of the stage `req` asks for (phase STAGING); the identity and the
+// What the record says of the stage `req` asks for (phase kStaging); the identity and the
 // session come later.
-void DescribeStage(const csi::v1::NodeStageVolumeRequest& req, const CapabilitySpec& cap,
-                   const iscsi::TargetSpec& target, VolumeRecord& record) {
-  record.set_volume_id(req.volume_id());
-  record.set_staging_path(req.staging_target_path());
-  record.set_block(cap.block);
-  record.set_fs_type(cap.fs_type);
-  record.set_access_mode(csi::v1::VolumeCapability::AccessMode::Mode_Name(cap.access_mode));
-  record.clear_mount_flags();
-  for (const auto& f : cap.mount_flags) {
-    record.add_mount_flags(f);
-  }
-  record.clear_portals();
-  for (const auto& p : target.portals) {
-    iscsi::ToProto(p, record.add_portals());
-  }
-  record.set_iqn(target.iqn);
-  record.set_lun(target.lun);
-  record.mutable_volume_context()->insert(req.volume_context().begin(), req.volume_context().end());
-  record.set_phase(VolumeRecord::STAGING);
+void DescribeRequest(const csi::v1::NodeStageVolumeRequest& req, const CapabilitySpec& cap,
+                     const iscsi::TargetSpec& target, StagedVolume& volume) {
+  volume.volume_id = req.volume_id();
+  volume.staging_path = req.staging_target_path();
+  volume.capability = cap;
+  volume.portals = target.portals;
+  volume.iqn = target.iqn;
+  volume.lun = target.lun;
+  volume.volume_context.insert(req.volume_context().begin(), req.volume_context().end());
+  volume.phase = StagedVolume::Phase::kStaging;
 }
 
 }  // namespace
@@ -88,13 +75,13 @@ iscsi::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStageVolu
   return attach;
 }
 
-absl::Status VolumeStager::ClaimAndPersist(VolumeRecord& record, const iscsi::LunIdentity& previous,
+absl::Status VolumeStager::ClaimAndPersist(StagedVolume& volume, const iscsi::LunIdentity& previous,
                                            const iscsi::TargetSpec& target) {
   MutexLock claim(claims_mu_);
   // Counted under the lock that orders the saves of new records, so that concurrent stages
   // cannot all pass the limit.
   if (options_.max_volumes_per_node > 0 && previous.Empty()) {  // A re-stage was counted.
-    SH_ASSIGN_OR_RETURN(auto mine, store_.Load(record.volume_id()));
+    SH_ASSIGN_OR_RETURN(auto mine, store_.Load(volume.volume_id));
     if (!mine.has_value() &&
         static_cast<int64_t>(store_.List().size()) >= options_.max_volumes_per_node) {
       return absl::ResourceExhaustedError(absl::StrCat("this node already has ",
@@ -102,44 +89,47 @@ absl::Status VolumeStager::ClaimAndPersist(VolumeRecord& record, const iscsi::Lu
                                                        " volumes staged (the maximum)"));
     }
   }
-  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, /*identity=*/nullptr));
+  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(volume, /*identity=*/nullptr));
   if (other) {
-    SH_RETURN_IF_ERROR(ForgetRefusedStage(record, previous));
+    SH_RETURN_IF_ERROR(ForgetRefusedStage(volume, previous));
     return absl::FailedPreconditionError(absl::StrCat(
-        "LUN ", target.lun, " of ", target.iqn, " is already used by volume '", other->volume_id(),
-        "' (", DescribeRecord(*other),
+        "LUN ", target.lun, " of ", target.iqn, " is already used by volume '", other->volume_id,
+        "' (", DescribeStage(*other),
         "); one LUN cannot back two volumes: unstage the other volume first, or fix the "
         "volume_context of this one"));
   }
   // Persist before any side effect (safety rule 3).
-  return WithContext(store_.Save(record), "persist volume record");
+  return WithContext(store_.Save(volume), "persist volume record");
 }
 
-absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, VolumeRecord record,
-                                 const CapabilitySpec& cap, const iscsi::TargetSpec& target) {
-  const iscsi::LunIdentity previous = iscsi::FromProto(record.identity());
-  DescribeStage(req, cap, target, record);
+absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
+                                 const iscsi::LunIdentity& previous, const CapabilitySpec& cap,
+                                 const iscsi::TargetSpec& target) {
+  StagedVolume volume;
+  volume.identity = previous;
+  DescribeRequest(req, cap, target, volume);
   iscsi::AttachRequest attach = AttachRequestFor(req, cap, target);
   // The same LUN can hide behind another name or address of its portal, or another portal: the
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
   bool vetoed = false;  // The attach refused the LUN and undid what it made.
-  attach.vet_identity = [&](const iscsi::LunIdentity& identity) -> absl::Status {
-    absl::Status s = VetIdentity(record, identity, previous, target);
+  attach.vet_identity = [&](const iscsi::LunIdentity& identity,
+                            const state::v1::SessionRecord& so_far) -> absl::Status {
+    absl::Status s = VetIdentity(volume, identity, so_far, previous, target);
     vetoed = !s.ok();
     return s;
   };
-  deps_.transport.Prepare(attach, record.mutable_session());
-  SH_RETURN_IF_ERROR(ClaimAndPersist(record, previous, target));
+  deps_.transport.Prepare(attach, &volume.session);
+  SH_RETURN_IF_ERROR(ClaimAndPersist(volume, previous, target));
   absl::Cleanup undo = [&] {
     // A refused LUN: the attach undid what it made, and what is left on that LUN (a kernel
     // session's disk) is not this volume's; a detach of this record, which does not know its
     // device, could take it.
     // A re-stage keeps the identity it staged before (ForgetRefusedStage after the teardown):
     // the next retry must still find that very LUN, not whatever the number names now.
-    absl::Status s = vetoed ? ForgetRefusedStage(record, previous) : TearDown(record);
+    absl::Status s = vetoed ? ForgetRefusedStage(volume, previous) : TearDown(volume);
     if (s.ok() && !vetoed && !previous.Empty()) {
-      s = ForgetRefusedStage(record, previous);
+      s = ForgetRefusedStage(volume, previous);
     }
     if (!s.ok()) {
       Log().error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
@@ -154,43 +144,44 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req, Vol
   SH_ASSIGN_OR_RETURN(iscsi::Attachment a, deps_.transport.Attach(attach));
   Log().debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
               elapsed_ms());
-  *record.mutable_session() = a.session;
-  iscsi::ToProto(a.identity, record.mutable_identity());
-  record.set_capacity_bytes(a.capacity.Bytes());
-  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  volume.session = a.session;
+  volume.identity = a.identity;
+  volume.capacity_bytes = a.capacity.Bytes();
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(volume), "persist volume record"));
   if (cap.block) {
     // A block consumer owns the LUN's bytes: no format of ours is to be finished on it.
-    SH_RETURN_IF_ERROR(ForgetFormatIntent(record.volume_id()));
+    SH_RETURN_IF_ERROR(ForgetFormatIntent(volume.volume_id));
   } else {
-    SH_RETURN_IF_ERROR(MountStaged(record, a.device, cap));
+    SH_RETURN_IF_ERROR(MountStaged(volume, a.device, cap));
     Log().debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
-                elapsed_ms(), record.formatted_by_us());
+                elapsed_ms(), volume.formatted_by_us);
   }
-  record.set_phase(VolumeRecord::STAGED);
-  SH_RETURN_IF_ERROR(WithContext(store_.Save(record), "persist volume record"));
+  volume.phase = StagedVolume::Phase::kStaged;
+  SH_RETURN_IF_ERROR(WithContext(store_.Save(volume), "persist volume record"));
   std::move(undo).Cancel();
   return absl::OkStatus();
 }
 
-absl::Status VolumeStager::ForgetRefusedStage(VolumeRecord& record,
+absl::Status VolumeStager::ForgetRefusedStage(StagedVolume& volume,
                                               const iscsi::LunIdentity& previous) {
   if (previous.Empty()) {
-    return store_.Remove(record.volume_id());
+    return store_.Remove(volume.volume_id);
   }
-  iscsi::ToProto(previous, record.mutable_identity());
-  record.clear_session();
-  return WithContext(store_.Save(record), "persist volume record");
+  volume.identity = previous;
+  volume.session.Clear();
+  return WithContext(store_.Save(volume), "persist volume record");
 }
 
-absl::Status VolumeStager::VetIdentity(VolumeRecord& record, const iscsi::LunIdentity& identity,
+absl::Status VolumeStager::VetIdentity(StagedVolume& volume, const iscsi::LunIdentity& identity,
+                                       const state::v1::SessionRecord& so_far,
                                        const iscsi::LunIdentity& previous,
                                        const iscsi::TargetSpec& target) {
   MutexLock claim(claims_mu_);
-  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(record, &identity));
+  SH_ASSIGN_OR_RETURN(auto other, OtherVolumeOnLun(volume, &identity));
   if (other) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the LUN at ", target.iqn, " LUN ", target.lun, " (", iscsi::DescribeIdentity(identity),
-        ") is already used by volume '", other->volume_id(), "' (", DescribeRecord(*other),
+        ") is already used by volume '", other->volume_id, "' (", DescribeStage(*other),
         "); one LUN cannot back two volumes. If these are different LUNs, give them unique "
         "identities (WWN, serial) on the target"));
   }
@@ -199,36 +190,36 @@ absl::Status VolumeStager::VetIdentity(VolumeRecord& record, const iscsi::LunIde
     // volume another application's disk.
     SH_RETURN_IF_ERROR(iscsi::CheckSameLun(previous, identity));
   }
-  iscsi::ToProto(identity, record.mutable_identity());
-  // A crash before the attach returns leaves this prepared session record: its teardown then
-  // deletes only disks that still report this identity (kernel transport).
-  iscsi::ToProto(identity, record.mutable_session()->mutable_identity());
-  return WithContext(store_.Save(record), "persist volume record");
+  volume.identity = identity;
+  // A crash before the attach returns leaves this session record: its teardown then undoes what
+  // the attach made so far (the kernel transport deletes only disks that still report the
+  // identity the transport put in it).
+  volume.session = so_far;
+  return WithContext(store_.Save(volume), "persist volume record");
 }
 
-absl::StatusOr<std::optional<VolumeRecord>> VolumeStager::OtherVolumeOnLun(
-    const VolumeRecord& record, const iscsi::LunIdentity* identity) const {
+absl::StatusOr<std::optional<StagedVolume>> VolumeStager::OtherVolumeOnLun(
+    const StagedVolume& volume, const iscsi::LunIdentity* identity) const {
   std::vector<std::string> errors;
-  const std::vector<VolumeRecord> records = store_.List(&errors);
+  const std::vector<StagedVolume> volumes = store_.List(&errors);
   if (!errors.empty()) {
     // A record that cannot be read may be the one holding this LUN: fail closed.
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot tell whether another volume uses this LUN: ", absl::StrJoin(errors, "; "),
         "; repair or remove the record"));
   }
-  return FindVolumeOnLun(records, record, identity);
+  return FindVolumeOnLun(volumes, volume, identity);
 }
 
-absl::Status VolumeStager::RecordFormatIntent(const VolumeRecord& record,
+absl::Status VolumeStager::RecordFormatIntent(const StagedVolume& volume,
                                               const std::string& fs_type) {
-  if (iscsi::FromProto(record.identity()).Empty()) {
+  if (volume.identity.Empty()) {
     return absl::OkStatus();  // Without an identity, a later stage could not prove the same LUN.
   }
-  VolumeRecord intent;
-  intent.set_volume_id(record.volume_id());
-  *intent.mutable_identity() = record.identity();
-  intent.set_fs_type(fs_type);
-  return WithContext(format_intents_.Save(intent), "record the format about to start");
+  return WithContext(
+      format_intents_.Save(FormatIntent{
+          .volume_id = volume.volume_id, .identity = volume.identity, .fs_type = fs_type}),
+      "record the format about to start");
 }
 
 absl::Status VolumeStager::ForgetFormatIntent(const std::string& volume_id) {
@@ -236,18 +227,17 @@ absl::Status VolumeStager::ForgetFormatIntent(const std::string& volume_id) {
                      "remove the record of a format in progress");
 }
 
-absl::StatusOr<bool> VolumeStager::InterruptedFormatIsOurs(const VolumeRecord& record,
+absl::StatusOr<bool> VolumeStager::InterruptedFormatIsOurs(const StagedVolume& volume,
                                                            const std::string& fs_type) const {
-  SH_ASSIGN_OR_RETURN(auto intent, format_intents_.Load(record.volume_id()));
-  if (!intent.has_value() || intent->fs_type() != fs_type) {
+  SH_ASSIGN_OR_RETURN(auto intent, format_intents_.Load(volume.volume_id));
+  if (!intent.has_value() || intent->fs_type != fs_type) {
     return false;
   }
-  const iscsi::LunIdentity started_on = iscsi::FromProto(intent->identity());
-  const iscsi::LunIdentity now = iscsi::FromProto(record.identity());
-  return !started_on.Empty() && !now.Empty() && iscsi::CheckSameLun(started_on, now).ok();
+  return !intent->identity.Empty() && !volume.identity.Empty() &&
+         iscsi::CheckSameLun(intent->identity, volume.identity).ok();
 }
 
-absl::Status VolumeStager::MountStaged(VolumeRecord& record, const std::string& device,
+absl::Status VolumeStager::MountStaged(StagedVolume& volume, const std::string& device,
                                        const CapabilitySpec& cap) {
   auto step = std::chrono::steady_clock::now();
   auto step_ms = [&step] {
@@ -257,18 +247,17 @@ absl::Status VolumeStager::MountStaged(VolumeRecord& record, const std::string& 
     return ms;
   };
   SH_ASSIGN_OR_RETURN(mounter::ProbeResult probe, deps_.probe.Probe(device));
-  Log().debug("stage volume='{}': probe of {} took {:.1f} ms", record.volume_id(), device,
-              step_ms());
+  Log().debug("stage volume='{}': probe of {} took {:.1f} ms", volume.volume_id, device, step_ms());
   absl::StatusOr<mounter::FormatAction> decision = mounter::DecideFormat(probe, cap.fs_type);
   if (!decision.ok() && probe.kind == mounter::ProbeResult::Kind::kNotZeroed) {
     // Data without any signature is what an mkfs cut short (kill -9, a crash) leaves: only the
     // stage that started that format, on the same LUN, may finish it.
-    SH_ASSIGN_OR_RETURN(bool ours, InterruptedFormatIsOurs(record, cap.fs_type));
+    SH_ASSIGN_OR_RETURN(bool ours, InterruptedFormatIsOurs(volume, cap.fs_type));
     if (ours) {
       Log().warn(
           "stage volume='{}': finishing the {} format an earlier stage of this volume "
           "started on this LUN",
-          record.volume_id(), cap.fs_type);
+          volume.volume_id, cap.fs_type);
       decision = mounter::FormatAction::kFormat;
     }
   }
@@ -279,20 +268,20 @@ absl::Status VolumeStager::MountStaged(VolumeRecord& record, const std::string& 
           "the LUN is blank and the access mode is read-only; stage it read-write once to format "
           "it");
     }
-    SH_RETURN_IF_ERROR(RecordFormatIntent(record, cap.fs_type));
+    SH_RETURN_IF_ERROR(RecordFormatIntent(volume, cap.fs_type));
     SH_RETURN_IF_ERROR(deps_.format(device, cap.fs_type));
-    record.set_formatted_by_us(true);
+    volume.formatted_by_us = true;
   } else if (!cap.read_only_mode) {
     SH_RETURN_IF_ERROR(deps_.check(device, cap.fs_type));
   }
   // The format is complete (or was never ours to finish: the LUN holds a filesystem now).
-  SH_RETURN_IF_ERROR(ForgetFormatIntent(record.volume_id()));
-  Log().debug("stage volume='{}': {} took {:.1f} ms", record.volume_id(),
-              record.formatted_by_us() ? "format" : "check", step_ms());
-  SH_RETURN_IF_ERROR(MakeDirs(record.staging_path(), 0750));
+  SH_RETURN_IF_ERROR(ForgetFormatIntent(volume.volume_id));
+  Log().debug("stage volume='{}': {} took {:.1f} ms", volume.volume_id,
+              volume.formatted_by_us ? "format" : "check", step_ms());
+  SH_RETURN_IF_ERROR(MakeDirs(volume.staging_path, 0750));
   mounter::MountRequest m;
   m.source = device;
-  m.target = record.staging_path();
+  m.target = volume.staging_path;
   m.fstype = cap.fs_type;
   m.options = cap.mount_flags;
   if (cap.read_only_mode) {
@@ -304,25 +293,23 @@ absl::Status VolumeStager::MountStaged(VolumeRecord& record, const std::string& 
   return deps_.mounter.Mount(m);
 }
 
-absl::Status VolumeStager::TearDown(VolumeRecord& record) {
-  record.set_phase(VolumeRecord::UNSTAGING);
-  SH_RETURN_IF_ERROR(store_.Save(record));
-  if (!record.block() && !record.staging_path().empty()) {
-    auto m = deps_.mounter.Find(record.staging_path());
+absl::Status VolumeStager::TearDown(StagedVolume& volume) {
+  volume.phase = StagedVolume::Phase::kUnstaging;
+  SH_RETURN_IF_ERROR(store_.Save(volume));
+  if (!volume.capability.block && !volume.staging_path.empty()) {
+    auto m = deps_.mounter.Find(volume.staging_path);
     SH_RETURN_IF_ERROR(m.status());
     if (m->has_value()) {
-      if (!iscsi::DeviceOf(record.session()).empty() &&
-          (*m)->source != iscsi::DeviceOf(record.session())) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("staging path '", record.staging_path(), "' holds a mount of '",
-                         (*m)->source, "', not of this volume's device '",
-                         iscsi::DeviceOf(record.session()), "'; refusing to unmount it"));
+      if (!volume.Device().empty() && (*m)->source != volume.Device()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "staging path '", volume.staging_path, "' holds a mount of '", (*m)->source,
+            "', not of this volume's device '", volume.Device(), "'; refusing to unmount it"));
       }
-      SH_RETURN_IF_ERROR(deps_.mounter.Unmount(record.staging_path()));
+      SH_RETURN_IF_ERROR(deps_.mounter.Unmount(volume.staging_path));
     }
   }
-  SH_RETURN_IF_ERROR(deps_.transport.Detach(record.session()));
-  return store_.Remove(record.volume_id());
+  SH_RETURN_IF_ERROR(deps_.transport.Detach(volume.session));
+  return store_.Remove(volume.volume_id);
 }
 
 }  // namespace stagehand::driver

@@ -14,12 +14,12 @@
 #include "base/mutex.h"
 #include "driver/csi_validation.h"
 #include "driver/node_options.h"
+#include "driver/staged_volume.h"
 #include "driver/volume_store.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
 #include "iscsi/transport.h"
 #include "proto/csi.pb.h"
-#include "proto/state.pb.h"
 
 namespace stagehand::driver {
 
@@ -28,15 +28,15 @@ class VolumeStager {
   // `deps` (with format and check set) and `store` must outlive the stager.
   VolumeStager(const NodeServiceDeps& deps, const NodeServiceOptions& options, VolumeStore& store);
 
-  // Stages `req` from scratch. `record` is empty, or (a re-stage after a teardown) holds only
-  // the identity staged before: the LUN found must then be that one. On failure what was made
-  // is undone and the record is removed (or, re-staging, kept with its old identity).
-  absl::Status Stage(const csi::v1::NodeStageVolumeRequest& req, state::v1::VolumeRecord record,
+  // Stages `req` from scratch. `previous` is empty, or (a re-stage after a teardown) the
+  // identity staged before: the LUN found must then be that one. On failure what was made is
+  // undone and the record is removed (or, re-staging, kept with its old identity).
+  absl::Status Stage(const csi::v1::NodeStageVolumeRequest& req, const iscsi::LunIdentity& previous,
                      const CapabilitySpec& cap, const iscsi::TargetSpec& target);
 
-  // Undoes whatever `record` says exists (staging mount, session) and removes the record.
+  // Undoes whatever `volume` says exists (staging mount, session) and removes its record.
   // Refuses to unmount a staging path that holds another device's mount.
-  absl::Status TearDown(state::v1::VolumeRecord& record);
+  absl::Status TearDown(StagedVolume& volume);
 
   // Drops the record of `volume_id`'s unfinished format, if any.
   absl::Status ForgetFormatIntent(const std::string& volume_id);
@@ -53,42 +53,42 @@ class VolumeStager {
                                         const CapabilitySpec& cap,
                                         const iscsi::TargetSpec& target) const;
   // Under claims_mu_: refuses a stage past max_volumes_per_node or onto a LUN another volume's
-  // record names (forgetting this attempt), else saves `record` before any side effect.
-  absl::Status ClaimAndPersist(state::v1::VolumeRecord& record, const iscsi::LunIdentity& previous,
+  // record names (forgetting this attempt), else saves `volume` before any side effect.
+  absl::Status ClaimAndPersist(StagedVolume& volume, const iscsi::LunIdentity& previous,
                                const iscsi::TargetSpec& target) ABSL_LOCKS_EXCLUDED(claims_mu_);
-  absl::Status MountStaged(state::v1::VolumeRecord& record, const std::string& device,
+  absl::Status MountStaged(StagedVolume& volume, const std::string& device,
                            const CapabilitySpec& cap);
-  // Persists, before mkfs, that this volume starts formatting the LUN `record` identifies, so
+  // Persists, before mkfs, that this volume starts formatting the LUN `volume` identifies, so
   // that a stage of the same volume can finish a format cut short (it leaves data without a
   // signature, which is otherwise never formatted). Kept across failed stages and restarts;
   // removed once a filesystem is there, on a block stage and on NodeUnstageVolume. Nothing is
   // recorded for a LUN without identity.
-  absl::Status RecordFormatIntent(const state::v1::VolumeRecord& record,
-                                  const std::string& fs_type);
-  // True when this volume recorded a format of `fs_type` on the very LUN `record` now holds.
-  absl::StatusOr<bool> InterruptedFormatIsOurs(const state::v1::VolumeRecord& record,
+  absl::Status RecordFormatIntent(const StagedVolume& volume, const std::string& fs_type);
+  // True when this volume recorded a format of `fs_type` on the very LUN `volume` now holds.
+  absl::StatusOr<bool> InterruptedFormatIsOurs(const StagedVolume& volume,
                                                const std::string& fs_type) const;
   // FindVolumeOnLun over every record; FailedPrecondition when a record cannot be read (it
   // might be the one).
-  absl::StatusOr<std::optional<state::v1::VolumeRecord>> OtherVolumeOnLun(
-      const state::v1::VolumeRecord& record, const iscsi::LunIdentity* identity) const
+  absl::StatusOr<std::optional<StagedVolume>> OtherVolumeOnLun(
+      const StagedVolume& volume, const iscsi::LunIdentity* identity) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(claims_mu_);
   // A stage refused its LUN with nothing of it attached: a first stage leaves no record; a
   // re-stage (its old attempt is torn down already) keeps its record, session cleared, with the
   // identity it staged before, so that a retry fails closed again instead of staging the LUN
   // now there.
-  absl::Status ForgetRefusedStage(state::v1::VolumeRecord& record,
-                                  const iscsi::LunIdentity& previous);
+  absl::Status ForgetRefusedStage(StagedVolume& volume, const iscsi::LunIdentity& previous);
   // What the transport calls with the identity of the LUN it reached, before exposing it:
   // refuses another volume's LUN and, on a re-stage, a LUN other than the one staged before;
-  // else claims the LUN by saving its identity in `record`.
-  absl::Status VetIdentity(state::v1::VolumeRecord& record, const iscsi::LunIdentity& identity,
+  // else claims the LUN by saving its identity, and the session as it stands (`so_far`), in
+  // `volume`'s record.
+  absl::Status VetIdentity(StagedVolume& volume, const iscsi::LunIdentity& identity,
+                           const state::v1::SessionRecord& so_far,
                            const iscsi::LunIdentity& previous, const iscsi::TargetSpec& target);
 
   const NodeServiceDeps& deps_;
   const NodeServiceOptions& options_;
   VolumeStore& store_;
-  VolumeStore format_intents_;  // <state>/format-intents: formats started and not finished.
+  FormatIntentStore format_intents_;  // <state>/format-intents: formats started, not finished.
   // Held from the check that no other volume uses a LUN until the record claiming it is saved,
   // so that two volumes staged at once cannot both claim it.
   Mutex claims_mu_;

@@ -1,58 +1,63 @@
 #pragma once
 
-// Persisted per-volume records of the built-in driver: <dir>/<sha256(volume_id)>.json, mode
-// 0600, written atomically. The record is written before any side effect, so that a restarted
-// agent knows what to undo, and it lives in the state directory (not tmpfs), so that it survives
-// a reboot.
+// Persisted records of the built-in driver, one file per volume: <dir>/<sha256(volume_id)>.json,
+// mode 0600, written atomically. A volume's record is written before any side effect, so that a
+// restarted agent knows what to undo, and it lives in the state directory (not tmpfs), so that it
+// survives a reboot. The only place that converts between the domain values (staged_volume.h)
+// and the protobuf record (proto/state.proto), which keeps reading what earlier versions wrote.
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
-#include "proto/state.pb.h"
+#include "driver/staged_volume.h"
 
 namespace stagehand::driver {
 
 class VolumeStore {
  public:
-  // What a record must hold to be used.
-  enum class Records {
-    // Volume records: a record that parses but lacks its volume id, phase or staging path (or
-    // names another volume) cannot say what to undo, and is treated as unreadable.
-    kVolumes,
-    // Partial records (format intents): any record that parses.
-    kPartial,
-  };
-
   // `dir` is created (0700) on first write.
-  explicit VolumeStore(std::string dir, Records records = Records::kVolumes)
-      : dir_(std::move(dir)), records_(records) {}
+  explicit VolumeStore(std::string dir) : dir_(std::move(dir)) {}
 
-  // nullopt when there is no record. DataLoss when the record exists but cannot be parsed or
-  // lacks what it must hold; the message says which, and that the record is left as it is.
-  absl::StatusOr<std::optional<state::v1::VolumeRecord>> Load(const std::string& volume_id) const;
+  // nullopt when there is no record. DataLoss when the record exists but cannot be parsed, lacks
+  // its volume id, phase or staging path (it cannot say what to undo), or names another volume;
+  // the message says which, and that the record is left as it is.
+  absl::StatusOr<std::optional<StagedVolume>> Load(const std::string& volume_id) const;
 
-  absl::Status Save(const state::v1::VolumeRecord& record) const;
+  absl::Status Save(const StagedVolume& volume) const;
 
   // OK when there is no record.
   absl::Status Remove(const std::string& volume_id) const;
 
-  // Every record; unreadable ones (and an unreadable directory) are skipped and reported in
+  // Every volume; unreadable records (and an unreadable directory) are skipped and reported in
   // `errors`.
-  std::vector<state::v1::VolumeRecord> List(std::vector<std::string>* errors = nullptr) const;
+  std::vector<StagedVolume> List(std::vector<std::string>* errors = nullptr) const;
 
   std::string PathFor(const std::string& volume_id) const;
 
   const std::string& dir() const { return dir_; }
 
  private:
-  // DataLoss when `record`, read from `path` for `volume_id`, lacks what it must hold.
-  absl::Status CheckRecord(const state::v1::VolumeRecord& record, const std::string& path,
-                           const std::string& volume_id) const;
-
   std::string dir_;
-  Records records_;
+};
+
+// Formats started and not seen finish, in the same file layout (and the same record message:
+// volume_id, identity and fs_type).
+class FormatIntentStore {
+ public:
+  explicit FormatIntentStore(std::string dir) : dir_(std::move(dir)) {}
+
+  // nullopt when there is none; DataLoss when the record cannot be parsed.
+  absl::StatusOr<std::optional<FormatIntent>> Load(const std::string& volume_id) const;
+  absl::Status Save(const FormatIntent& intent) const;
+  // OK when there is none.
+  absl::Status Remove(const std::string& volume_id) const;
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
 };
 
 }  // namespace stagehand::driver

@@ -320,7 +320,17 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
       a.identity = id;
       ToProto(id, rec.mutable_identity());  // Before any check: cleanup deletes only this LUN.
       if (request.vet_identity) {
-        SH_RETURN_IF_ERROR(request.vet_identity(id));  // First: it may be another volume's LUN.
+        // What Detach needs should the attach stop here: this path, the portals not logged in
+        // yet (as Prepare records them), and the identity.
+        state::v1::SessionRecord so_far = rec;
+        for (size_t i = 1; i < target.portals.size(); ++i) {
+          state::v1::KernelPath* next = so_far.add_paths();
+          ToProto(target.portals[i], next->mutable_portal());
+          next->set_iqn(target.iqn);
+          next->set_lun(target.lun);
+        }
+        // First: it may be another volume's LUN.
+        SH_RETURN_IF_ERROR(request.vet_identity(id, so_far));
       }
       SH_RETURN_IF_ERROR(CheckExpectedIdentity(id, target.expected_wwn, target.expected_serial));
     } else if (auto same = CheckSameLun(a.identity, id); !same.ok()) {

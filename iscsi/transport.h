@@ -24,9 +24,13 @@ struct AttachRequest {
   // Seconds I/O waits for a lost connection before it fails with EIO (reconnects go on).
   uint32_t replacement_timeout_seconds = 120;
   // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
-  // block device. An error fails the attach with that status, and the transport undoes only
-  // what this attach made (never a session or device that was there before).
-  std::function<absl::Status(const LunIdentity&)> vet_identity;
+  // block device, and with the session record as it stands then (what Detach needs to undo the
+  // attach so far, the identity it must find before it deletes a disk included): the caller
+  // persists both before it accepts. An error fails the attach with that status, and the
+  // transport undoes only what this attach made (never a session or device that was there
+  // before).
+  std::function<absl::Status(const LunIdentity&, const state::v1::SessionRecord& so_far)>
+      vet_identity;
 };
 
 // The block device of a session record ("/dev/loop3", "/dev/sdb", "/dev/mapper/3600…").

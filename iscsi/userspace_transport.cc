@@ -223,7 +223,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
                         status.message());
   }
   if (request.vet_identity) {
-    SH_RETURN_IF_ERROR(request.vet_identity(FromProto(status.identity())));
+    SH_RETURN_IF_ERROR(request.vet_identity(FromProto(status.identity()), record));
   }
   record.set_lun_file(status.lun_file());
   SH_ASSIGN_OR_RETURN(std::string device,

@@ -81,22 +81,5 @@ TEST(CsiValidationTest, MissingAccessTypeOrModeIsInvalid) {
   EXPECT_THAT(ParseCapability(d), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// Records keep the access mode by its CSI name; one the build does not know (or none, in
-// records older than the field) is UNKNOWN, which equals no requested mode.
-TEST(CsiValidationTest, TheRecordedAccessModeIsReadByName) {
-  using Mode = csi::v1::VolumeCapability::AccessMode;
-  state::v1::VolumeRecord record;
-  EXPECT_EQ(RecordedAccessMode(record), Mode::UNKNOWN);
-  record.set_access_mode("MULTI_NODE_READER_ONLY");
-  EXPECT_EQ(RecordedAccessMode(record), Mode::MULTI_NODE_READER_ONLY);
-  EXPECT_TRUE(IsReaderOnly(RecordedAccessMode(record)));
-  record.set_access_mode("SINGLE_NODE_SINGLE_WRITER");
-  EXPECT_FALSE(IsReaderOnly(RecordedAccessMode(record)));
-  record.set_access_mode("5");  // An ordinal is not a name.
-  EXPECT_EQ(RecordedAccessMode(record), Mode::UNKNOWN);
-  record.set_access_mode("SOME_FUTURE_MODE");
-  EXPECT_EQ(RecordedAccessMode(record), Mode::UNKNOWN);
-}
-
 }  // namespace
 }  // namespace stagehand::driver

@@ -247,7 +247,7 @@ TEST_F(NodeServiceTest, AFailedRestageKeepsTheIdentityItStaged) {
   EXPECT_EQ(Stage(StageReq("v1")).error_code(), Code::UNAVAILABLE);
   auto record = VolumeStore(root_ + "/state/volumes").Load("v1");
   ASSERT_TRUE(record.ok() && record->has_value());
-  EXPECT_FALSE((*record)->identity().designators().empty());
+  EXPECT_FALSE((*record)->identity.Empty());
   transport_.SetIdentity({{"naa.60000000000000000e00000000099999"}, "other", "IET", "X"});
   EXPECT_EQ(Stage(StageReq("v1")).error_code(), Code::FAILED_PRECONDITION);
 }

@@ -17,8 +17,8 @@ TEST_F(NodeServiceTest, StagesABlankLunByFormattingAndMounting) {
   EXPECT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
   auto rec = VolumeStore(root_ + "/state/volumes").Load("v1");
   ASSERT_TRUE(rec.ok() && rec->has_value());
-  EXPECT_EQ((*rec)->phase(), state::v1::VolumeRecord::STAGED);
-  EXPECT_EQ((*rec)->session().loop_device(), "/dev/fake1");
+  EXPECT_EQ((*rec)->phase, StagedVolume::Phase::kStaged);
+  EXPECT_EQ((*rec)->Device(), "/dev/fake1");
 }
 
 TEST_F(NodeServiceTest, RepeatedStageIsANoOp) {
@@ -127,14 +127,13 @@ TEST_F(NodeServiceTest, ARestageRefusedBeforeLoginKeepsTheIdentityItStaged) {
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
   // Another volume on the same LUN, as two volumes may have been staged before the check
   // existed (or claimed while v1's broken stage was being torn down).
-  state::v1::VolumeRecord other;
-  other.set_volume_id("v2");
-  other.set_staging_path(root_ + "/stage-v2");
-  other.set_iqn("iqn.2026-11.dev.stagehand:t1");
-  other.set_lun(1);
-  other.add_portals()->set_host("127.0.0.1");
-  other.mutable_portals(0)->set_port(3260);
-  other.set_phase(state::v1::VolumeRecord::STAGED);
+  StagedVolume other;
+  other.volume_id = "v2";
+  other.staging_path = root_ + "/stage-v2";
+  other.iqn = "iqn.2026-11.dev.stagehand:t1";
+  other.lun = 1;
+  other.portals = {{"127.0.0.1", 3260}};
+  other.phase = StagedVolume::Phase::kStaged;
   ASSERT_TRUE(VolumeStore(root_ + "/state/volumes").Save(other).ok());
   transport_.SetHealthy(false);
 
@@ -144,7 +143,7 @@ TEST_F(NodeServiceTest, ARestageRefusedBeforeLoginKeepsTheIdentityItStaged) {
   EXPECT_THAT(s.error_message(), HasSubstr("already used by volume 'v2'"));
   auto kept = VolumeStore(root_ + "/state/volumes").Load("v1");
   ASSERT_TRUE(kept.ok() && kept->has_value());
-  EXPECT_EQ((*kept)->identity().designators(0), "naa.60000000000000000e00000000010001");
+  EXPECT_EQ((*kept)->identity.designators.at(0), "naa.60000000000000000e00000000010001");
 }
 
 TEST_F(NodeServiceTest, AnUnreadableRecordMakesTheLunCheckFailClosed) {
@@ -175,11 +174,11 @@ TEST_F(NodeServiceTest, ARecordLackingItsStagingPathIsDataLossAndUndoesNothing) 
 }
 
 TEST_F(NodeServiceTest, HalfDoneStageFromACrashIsCleanedUpAndRedone) {
-  state::v1::VolumeRecord crashed;
-  crashed.set_volume_id("v1");
-  crashed.set_staging_path(root_ + "/stage-v1");
-  crashed.set_phase(state::v1::VolumeRecord::STAGING);
-  crashed.mutable_session()->set_loop_device("/dev/fake-old");
+  StagedVolume crashed;
+  crashed.volume_id = "v1";
+  crashed.staging_path = root_ + "/stage-v1";
+  crashed.phase = StagedVolume::Phase::kStaging;
+  crashed.session.set_loop_device("/dev/fake-old");
   ASSERT_TRUE(VolumeStore(root_ + "/state/volumes").Save(crashed).ok());
 
   auto s = Stage(StageReq("v1"));
@@ -255,7 +254,7 @@ TEST_F(NodeServiceTest, SecondVolumeOnTheSameLunIsRefusedBeforeAnyAttach) {
 }
 
 TEST_F(NodeServiceTest, TheIdentityIsPersistedBeforeTheLunIsExposed) {
-  std::optional<state::v1::VolumeRecord> mid_attach;
+  std::optional<StagedVolume> mid_attach;
   transport_.SetAfterVet([&] {
     auto r = VolumeStore(root_ + "/state/volumes").Load("v1");
     ASSERT_TRUE(r.ok());
@@ -265,10 +264,10 @@ TEST_F(NodeServiceTest, TheIdentityIsPersistedBeforeTheLunIsExposed) {
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
 
   ASSERT_TRUE(mid_attach.has_value());
-  EXPECT_EQ(mid_attach->phase(), state::v1::VolumeRecord::STAGING);
-  EXPECT_EQ(mid_attach->identity().designators(0), "naa.60000000000000000e00000000010001");
-  EXPECT_EQ(mid_attach->session().identity().designators(0), "naa.60000000000000000e00000000010001")
-      << "a teardown after a crash here checks the disk against it";
+  EXPECT_EQ(mid_attach->phase, StagedVolume::Phase::kStaging);
+  EXPECT_EQ(mid_attach->identity.designators.at(0), "naa.60000000000000000e00000000010001");
+  EXPECT_EQ(mid_attach->session.pid(), 1001)
+      << "the session as the transport had it then: a teardown after a crash here undoes it";
 }
 
 TEST_F(NodeServiceTest, SameLunBehindAnotherPortalNameIsRefusedAfterReadingItsIdentity) {

@@ -88,11 +88,11 @@ TEST_F(TargetPathTest, RemovesOnlyWhatAPublishMade) {
 }
 
 TEST(CheckNoOverlapTest, TargetsStayOutOfEveryStagingAndPublish) {
-  state::v1::VolumeRecord a;
-  a.set_volume_id("a");
-  a.set_staging_path("/s/a");
-  a.add_publishes()->set_target_path("/p/a");
-  const std::vector<state::v1::VolumeRecord> records = {a};
+  StagedVolume a;
+  a.volume_id = "a";
+  a.staging_path = "/s/a";
+  a.publications.push_back({.target_path = "/p/a", .readonly = false, .mount_flags = {}});
+  const std::vector<StagedVolume> volumes = {a};
 
   struct Case {
     const char* volume;
@@ -105,7 +105,7 @@ TEST(CheckNoOverlapTest, TargetsStayOutOfEveryStagingAndPublish) {
       {"b", "/p/a/x", false}, {"a", "/p/a", true},    {"b", "/s/ab", true},
   };
   for (const Case& c : cases) {
-    const absl::Status s = CheckNoOverlap(records, c.volume, c.target);
+    const absl::Status s = CheckNoOverlap(volumes, c.volume, c.target);
     EXPECT_EQ(s.ok(), c.ok) << c.volume << " at " << c.target << ": " << s;
   }
 }

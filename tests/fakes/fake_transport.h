@@ -37,15 +37,16 @@ class FakeTransport : public iscsi::Transport {
                     "IET",
                     "X"};
     }
+    a.session.set_pid(1000 + attaches_);
+    a.session.set_runtime_dir(request.runtime_dir);
     if (request.vet_identity) {
-      SH_RETURN_IF_ERROR(request.vet_identity(a.identity));  // Nothing made yet: nothing to undo.
+      // Nothing made yet: nothing to undo.
+      SH_RETURN_IF_ERROR(request.vet_identity(a.identity, a.session));
     }
     if (after_vet_) {
       after_vet_();  // E.g. what a crash here would leave on disk.
     }
     a.capacity = {2048, 512};
-    a.session.set_pid(1000 + attaches_);
-    a.session.set_runtime_dir(request.runtime_dir);
     a.session.set_loop_device(a.device);
     attached_.insert(a.device);
     return a;

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "iscsi/session_conversions.h"
 #include "tests/iscsi/fake_kernel_host.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
@@ -222,14 +223,21 @@ TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatH
   ASSERT_THAT(a, IsOk());
   AttachRequest second = Request(1);
   LunIdentity vetted;
-  second.vet_identity = [&](const LunIdentity& id) {
+  state::v1::SessionRecord so_far;
+  second.vet_identity = [&](const LunIdentity& id, const state::v1::SessionRecord& session) {
     vetted = id;
+    so_far = session;
     return absl::FailedPreconditionError("the LUN is another volume's");
   };
 
   EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
 
   EXPECT_EQ(vetted, a->identity);
+  // What a crash at the vet would leave recorded: the path, and the identity its disk must still
+  // report before a cleanup deletes it.
+  EXPECT_EQ(FromProto(so_far.identity()), a->identity);
+  ASSERT_EQ(so_far.paths_size(), 1);
+  EXPECT_EQ(so_far.paths(0).disk(), "sda");
   EXPECT_TRUE(host.DiskExists("sda"));
   EXPECT_EQ(host.Sessions(), 1);
   EXPECT_TRUE(t.Health(a->session).healthy);
@@ -243,7 +251,7 @@ TEST(KernelTransportTest, AVetoedNewPathLeavesTheMapOfTheVolumeThatHasTheLun) {
   ASSERT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
   host.new_disks_join_the_map = true;
   AttachRequest second = Request(1, {3262});  // The same LUN through a portal `a` does not use.
-  second.vet_identity = [](const LunIdentity&) {
+  second.vet_identity = [](const LunIdentity&, const state::v1::SessionRecord&) {
     return absl::FailedPreconditionError("the LUN is another volume's");
   };
 
