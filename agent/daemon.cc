@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <array>
@@ -23,6 +24,7 @@
 #include "agent/stats_collector.h"
 #include "agent/systemd_launcher.h"
 #include "agent/version.h"
+#include "base/event_loop.h"
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/mutex.h"
@@ -141,12 +143,25 @@ class AgentDaemon final : public Daemon {
   absl::Status StartReconciler();
   absl::Status StartAgentApi();
   absl::Status StartMetrics();
-  // Waits (at most 60 s) for the reconciler's first reconcile.
-  void WaitForFirstReconcile();
+  // On the loop: READY=1 once the first reconcile is done (or 60 s passed), STATUS= when the
+  // summary changed, WATCHDOG=1 while alive; then schedules itself again.
+  void Tick();
 
   const DaemonOptions options_;
   const std::string csi_socket_;
   sigset_t signals_{};
+  // The main thread's loop: signals, systemd notifications, the manifest and plugin watches,
+  // the reconciler's rounds and every component's timers.
+  std::unique_ptr<EventLoop> loop_;
+  UniqueFd signal_fd_;
+  std::unique_ptr<LoopWatch> signal_watch_;
+  int signal_ = 0;
+  const systemd::Notifier notifier_;
+  std::unique_ptr<LoopTimer> tick_;
+  std::chrono::steady_clock::time_point ready_deadline_;
+  bool notified_ready_ = false;
+  uint64_t seen_generation_ = 0;
+  std::string last_status_;
   UniqueFd state_lock_;
   UniqueFd csi_socket_lock_;
   std::string initiator_;
@@ -310,7 +325,8 @@ absl::Status AgentDaemon::StartRegistration() {
     registration::WatcherOptions watcher_options;
     watcher_options.registry_dir = options_.registration_dir;
     watcher_options.probe_period = options_.plugin_probe_period;
-    auto watcher = registration::PluginWatcher::Start(watcher_options, registry_);
+    auto watcher = registration::PluginWatcher::Start(watcher_options, registry_, RealClock::Get(),
+                                                      loop_.get());
     if (!watcher.ok()) {
       return In("plugin watcher", watcher.status());
     }
@@ -336,8 +352,9 @@ absl::Status AgentDaemon::StartReconciler() {
                                                                   const std::string& operation) {
     metrics->CountReconcileError(driver, operation);
   };
-  reconciler_ = std::make_unique<reconciler::Reconciler>(reconciler_options, *directory_,
-                                                         *volume_store_, *mount_table_);
+  reconciler_ =
+      std::make_unique<reconciler::Reconciler>(reconciler_options, *directory_, *volume_store_,
+                                               *mount_table_, RealClock::Get(), loop_.get());
   SH_RETURN_IF_ERROR(In("reconciler", reconciler_->Start()));
   bridge_ = std::make_unique<ReconcilerBridge>(*reconciler_);
   {
@@ -348,7 +365,7 @@ absl::Status AgentDaemon::StartReconciler() {
   // reported and every volume stays as it is (DesiredComplete comes with its first listing).
   const bool no_volumes = reconciler_->Status().volumes.empty();
   auto source = standalone::ManifestSource::Start(options_.manifest_dir, options_.state_dir,
-                                                  *bridge_, no_volumes);
+                                                  *bridge_, no_volumes, loop_.get());
   if (!source.ok()) {
     return In("manifests", source.status());
   }
@@ -391,8 +408,8 @@ absl::Status AgentDaemon::StartMetrics() {
     StatsCollector::Options stats_options;
     stats_options.period = options_.stats_period;
     stats_options.health_period = options_.health_period;
-    stats_ =
-        std::make_unique<StatsCollector>(stats_options, *reconciler_, *directory_, *collectable_);
+    stats_ = std::make_unique<StatsCollector>(stats_options, *reconciler_, *directory_,
+                                              *collectable_, loop_.get());
   }
   if (options_.metrics_address.empty()) {
     return absl::OkStatus();
@@ -410,12 +427,27 @@ absl::Status AgentDaemon::StartMetrics() {
 
 absl::Status AgentDaemon::Start() {
   SH_RETURN_IF_ERROR(TakeLocks());
-  // Signals are read synchronously in Run; block them before any thread starts.
+  // Signals are read from a signalfd on the loop; block them before any thread starts.
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGTERM);
   sigaddset(&signals_, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  SH_ASSIGN_OR_RETURN(loop_, EventLoop::Create());
+  signal_fd_ = UniqueFd(signalfd(-1, &signals_, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!signal_fd_) {
+    return ErrnoStatus(errno, "signalfd");
+  }
+  SH_ASSIGN_OR_RETURN(
+      signal_watch_, LoopWatch::Start(*loop_, signal_fd_.Get(), [this] {
+        signalfd_siginfo info{};
+        while (read(signal_fd_.Get(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+          signal_ = static_cast<int>(info.ssi_signo);
+        }
+        if (signal_ != 0) {
+          loop_->Stop();
+        }
+      }));
   SH_RETURN_IF_ERROR(StartTransports());
   SH_RETURN_IF_ERROR(StartCsiServer());
   SH_RETURN_IF_ERROR(StartRegistration());
@@ -424,44 +456,42 @@ absl::Status AgentDaemon::Start() {
   return StartMetrics();
 }
 
-void AgentDaemon::WaitForFirstReconcile() {
-  if (!reconciler_) {
-    return;
+void AgentDaemon::Tick() {
+  if (!notified_ready_ && (!reconciler_ || reconciler_->Ready() ||
+                           std::chrono::steady_clock::now() >= ready_deadline_)) {
+    notifier_.Notify("READY=1");
+    notified_ready_ = true;
   }
-  auto status = reconciler_->Status();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!status.ready && std::chrono::steady_clock::now() < deadline) {
-    status = reconciler_->WaitForChange(status.generation, std::chrono::seconds(1));
+  // The summary is rebuilt only when something changed: idle costs next to nothing.
+  const uint64_t generation = reconciler_ ? reconciler_->Generation() : 1;
+  if (generation != seen_generation_) {
+    seen_generation_ = generation;
+    std::string summary = health_->Summary();
+    if (summary != last_status_) {
+      notifier_.Notify(absl::StrCat("STATUS=", summary));
+      last_status_ = std::move(summary);
+    }
   }
+  if (health_->Live().ok()) {
+    notifier_.Notify("WATCHDOG=1");
+  }
+  // Often until ready (READY=1 soon after the first reconcile), then at the watchdog's pace.
+  const timespec period = notifier_.LoopPeriod();
+  const auto next = notified_ready_ ? std::chrono::seconds(period.tv_sec) +
+                                          std::chrono::nanoseconds(period.tv_nsec)
+                                    : std::chrono::nanoseconds(std::chrono::milliseconds(20));
+  tick_->ScheduleAfter(std::chrono::ceil<std::chrono::milliseconds>(next));
 }
 
 absl::Status AgentDaemon::Run() {
-  const systemd::Notifier notifier;
-  WaitForFirstReconcile();
-  notifier.Notify("READY=1");
-  uint64_t seen_generation = 0;
-  std::string last_status;
-  int sig = 0;
-  while (sig <= 0) {
-    // The summary is rebuilt only when something changed: idle costs next to nothing.
-    const uint64_t generation = reconciler_ ? reconciler_->Generation() : 1;
-    if (generation != seen_generation) {
-      seen_generation = generation;
-      std::string summary = health_->Summary();
-      if (summary != last_status) {
-        notifier.Notify(absl::StrCat("STATUS=", summary));
-        last_status = std::move(summary);
-      }
-    }
-    if (health_->Live().ok()) {
-      notifier.Notify("WATCHDOG=1");
-    }
-    timespec wait = notifier.LoopPeriod();
-    sig = sigtimedwait(&signals_, nullptr, &wait);
-  }
-  notifier.Notify("STOPPING=1");
+  ready_deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  tick_ = std::make_unique<LoopTimer>(*loop_, [this] { Tick(); });
+  tick_->ScheduleNow();
+  SH_RETURN_IF_ERROR(loop_->Run());
+  tick_.reset();
+  notifier_.Notify("STOPPING=1");
   Log().info("received signal {}, shutting down (volumes stay staged and published)",
-             sigdescr_np(sig));
+             sigdescr_np(signal_));
   return absl::OkStatus();
 }
 

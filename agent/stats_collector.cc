@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include "base/log.h"
-#include "base/stoppable_sleep.h"
 #include "reconciler/reconciler.h"
 
 namespace stagehand::agent {
@@ -25,37 +24,42 @@ spdlog::logger& Log() {
 }  // namespace
 
 StatsCollector::StatsCollector(Options options, reconciler::Reconciler& reconciler,
-                               standalone::RegistryDriverDirectory& drivers, AgentCollectable& sink)
-    : options_(options), reconciler_(reconciler), drivers_(drivers), sink_(sink) {
-  loop_ = std::jthread([this](const std::stop_token& token) { Loop(token); });
+                               standalone::RegistryDriverDirectory& drivers, AgentCollectable& sink,
+                               EventLoop* loop)
+    : options_(options),
+      reconciler_(reconciler),
+      drivers_(drivers),
+      sink_(sink),
+      random_(std::random_device{}()),
+      // A round's thread leaves right after it: rounds are seconds apart.
+      rounds_(std::make_unique<TaskRunner>("sh-stats", std::chrono::milliseconds(20))) {
+  if (loop == nullptr) {
+    own_loop_ = std::make_unique<LoopThread>();
+    loop = &own_loop_->loop();
+  }
+  stats_timer_ = std::make_unique<LoopTimer>(*loop, [this] {
+    rounds_->Post([this] {
+      CollectOnce();
+      stats_timer_->ScheduleAfter(Jittered(options_.period));
+    });
+  });
+  health_timer_ = std::make_unique<LoopTimer>(*loop, [this] {
+    rounds_->Post([this] {
+      CheckHealthOnce();
+      health_timer_->ScheduleAfter(options_.health_period);
+    });
+  });
+  // The first stats round soon after start, then every period.
+  stats_timer_->ScheduleAfter(Jittered(std::chrono::seconds(2)));
+  if (options_.health_period.count() > 0) {
+    health_timer_->ScheduleAfter(options_.health_period);
+  }
 }
 
-void StatsCollector::Loop(const std::stop_token& token) {
-  using Clock = std::chrono::steady_clock;
-  std::mt19937_64 random(std::random_device{}());
+std::chrono::milliseconds StatsCollector::Jittered(std::chrono::milliseconds period) {
   std::uniform_real_distribution<double> jitter(0.9, 1.1);
-  const bool health = options_.health_period.count() > 0;
-  // The first stats round soon after start, then every period.
-  auto next_stats =
-      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(2000 * jitter(random)));
-  auto next_health = Clock::now() + options_.health_period;
-  while (true) {
-    const auto next = health ? std::min(next_stats, next_health) : next_stats;
-    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
-    if (!SleepUnlessStopped(token, std::max(delay, std::chrono::milliseconds(0)))) {
-      return;
-    }
-    if (health && Clock::now() >= next_health) {
-      CheckHealthOnce();
-      next_health = Clock::now() + options_.health_period;
-    }
-    if (Clock::now() >= next_stats) {
-      CollectOnce();
-      next_stats =
-          Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
-                             static_cast<double>(options_.period.count()) * jitter(random)));
-    }
-  }
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(period.count()) * jitter(random_)));
 }
 
 void StatsCollector::CheckHealthOnce() {
@@ -93,10 +97,9 @@ void StatsCollector::CheckHealthOnce() {
 }
 
 StatsCollector::~StatsCollector() {
-  loop_.request_stop();
-  if (loop_.joinable()) {
-    loop_.join();
-  }
+  stats_timer_->Close();
+  health_timer_->Close();
+  rounds_.reset();  // Waits for a round in progress; its timer is closed already.
 }
 
 void StatsCollector::CollectOnce() {

@@ -5,9 +5,12 @@
 // one.
 
 #include <chrono>
-#include <thread>
+#include <memory>
+#include <random>
 
 #include "agent/metrics.h"
+#include "base/event_loop.h"
+#include "base/task_runner.h"
 #include "standalone/csi_node_client.h"
 
 namespace stagehand::reconciler {
@@ -32,26 +35,35 @@ class StatsCollector {
     std::chrono::milliseconds health_timeout{std::chrono::seconds(2)};
   };
 
-  // Each round also tells `reconciler` the condition of every volume it could ask about.
+  // Each round also tells `reconciler` the condition of every volume it could ask about. The
+  // timers run on `loop` (a thread of the collector's own when null), the rounds on a thread
+  // that exists only while one runs. The references must outlive the collector.
   StatsCollector(Options options, reconciler::Reconciler& reconciler,
-                 standalone::RegistryDriverDirectory& drivers, AgentCollectable& sink);
+                 standalone::RegistryDriverDirectory& drivers, AgentCollectable& sink,
+                 EventLoop* loop = nullptr);
   ~StatsCollector();
   StatsCollector(const StatsCollector&) = delete;
   StatsCollector& operator=(const StatsCollector&) = delete;
 
-  // One stats round now (also used by the loop).
+  // One stats round now (also what the timer runs).
   void CollectOnce();
-  // One health round now (also used by the loop).
+  // One health round now (also what the timer runs).
   void CheckHealthOnce();
 
  private:
-  void Loop(const std::stop_token& token);
+  // The period with ±10 % jitter (the runner's).
+  std::chrono::milliseconds Jittered(std::chrono::milliseconds period);
 
   Options options_;
   reconciler::Reconciler& reconciler_;
   standalone::RegistryDriverDirectory& drivers_;
   AgentCollectable& sink_;
-  std::jthread loop_;
+  std::mt19937_64 random_;
+  std::unique_ptr<LoopThread> own_loop_;  // When given no loop.
+  // Declared in this order so that the timers are closed before the runner joins a round.
+  std::unique_ptr<TaskRunner> rounds_;
+  std::unique_ptr<LoopTimer> stats_timer_;
+  std::unique_ptr<LoopTimer> health_timer_;
 };
 
 }  // namespace stagehand::agent

@@ -43,6 +43,9 @@ class DirWatch {
   // a rename normally come in one batch.
   std::vector<Event> Read();
 
+  // The inotify descriptor, readable when events are queued (for an EventLoop instead of Wait).
+  int Fd() const { return inotify_.Get(); }
+
   // Makes the owner's Wait return. Safe from any thread; wakes that come together merge.
   void Wake() const;
 

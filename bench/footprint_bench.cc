@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
     }
     Print(mode.name, f, floor);
   }
-  std::printf("aims: at most 8 threads, under 15 MB rss with no volumes\n");
+  std::printf("aims: at most the floor's threads + 4, rss within 5 %% of the floor's\n");
   (void)stagehand::RunProcess({"rm", "-rf", "--one-file-system", root});
   return ok ? 0 : 1;
 }

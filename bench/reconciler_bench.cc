@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -200,8 +201,11 @@ int main(int argc, char** argv) {
   app.add_option("--idle-seconds", idle_seconds)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  char root_template[] = "/tmp/shrb.XXXXXX";
-  const std::string root = mkdtemp(root_template);
+  // $TMPDIR (default /tmp) holds the agent's state: the filesystem the records are written to.
+  const char* tmpdir = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): no threads yet.
+  std::string root_template =
+      std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/shrb.XXXXXX";
+  const std::string root = mkdtemp(root_template.data());
   for (const char* d : {"/m", "/src", "/drv", "/base", "/state"}) {
     (void)stagehand::MakeDirs(root + d, 0755);
   }

@@ -27,7 +27,7 @@ bool CallsDriver(OpKind kind) {
 }  // namespace
 
 Reconciler::Reconciler(ReconcilerOptions options, DriverDirectory& drivers, ActualStore& store,
-                       MountTable& mounts, const Clock& clock)
+                       MountTable& mounts, const Clock& clock, EventLoop* loop)
     : options_(std::move(options)),
       store_(store),
       mounts_(mounts),
@@ -38,16 +38,22 @@ Reconciler::Reconciler(ReconcilerOptions options, DriverDirectory& drivers, Actu
                  .call_timeout = options_.call_timeout,
                  .max_parallel = options_.max_parallel,
                  .worker_idle_timeout = options_.worker_idle_timeout},
-                drivers, store, *this) {}
+                drivers, store, *this),
+      loop_(loop) {
+  if (loop_ == nullptr) {
+    own_loop_ = std::make_unique<LoopThread>();
+    loop_ = &own_loop_->loop();
+  }
+}
 
 Reconciler::~Reconciler() {
-  loop_.request_stop();
+  LoopTimer* round = nullptr;
   {
     MutexLock lock(mu_);
-    cv_.notify_all();
+    round = round_.get();
   }
-  if (loop_.joinable()) {
-    loop_.join();
+  if (round != nullptr) {
+    round->Close();  // Waits for a round in progress; none starts after it.
   }
   executor_.Stop();
 }
@@ -69,7 +75,9 @@ absl::Status Reconciler::Start() {
   Log().info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
              reconstruction.intact + reconstruction.repair, reconstruction.intact,
              reconstruction.repair);
-  loop_ = std::jthread([this](const std::stop_token& token) { Loop(token); });
+  MutexLock lock(mu_);
+  round_ = std::make_unique<LoopTimer>(*loop_, [this] { Round(); });
+  round_->ScheduleNow();
   return absl::OkStatus();
 }
 
@@ -142,9 +150,10 @@ void Reconciler::MarkAllDirty() {
 }
 
 void Reconciler::Changed() {
-  dirty_ = true;
   ++generation_;
-  cv_.notify_all();
+  if (round_) {
+    round_->ScheduleNow();
+  }
   changed_cv_.notify_all();
 }
 
@@ -163,39 +172,38 @@ void Reconciler::StagingPathFreed(const std::string& staging_path) {
   }
 }
 
-void Reconciler::Loop(const std::stop_token& token) {
+void Reconciler::Round() {
   MutexLock lock(mu_);
-  while (!token.stop_requested()) {
-    if (clock_.Now() >= next_resync_) {
-      next_resync_ = clock_.Now() + options_.resync_period;
-      const std::map<std::string, uint64_t> resting = RestingVolumes();
-      lock.Unlock();
-      auto mounted = mounts_.MountPoints();
-      lock.Lock();
-      VerifyMounts(resting, mounted);
-      MarkAllDirty();
-    }
-    dirty_ = false;
-    std::vector<Operation> operations = PlanDirty();
-    if (desired_.complete() && !ready_) {
-      ready_ = true;
-      ++generation_;
-      changed_cv_.notify_all();
-    }
-    if (!operations.empty()) {
-      ++generation_;
-      changed_cv_.notify_all();
-      lock.Unlock();
-      executor_.Submit(std::move(operations));
-      lock.Lock();
-    }
-    Clock::TimePoint until = next_resync_;
-    if (!timers_.empty() && timers_.begin()->first < until) {
-      until = timers_.begin()->first;
-    }
-    const auto delay = std::max(until - clock_.Now(), Clock::TimePoint::duration::zero());
-    cv_.wait_for(mu_, token, delay, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return dirty_; });
+  if (clock_.Now() >= next_resync_) {
+    next_resync_ = clock_.Now() + options_.resync_period;
+    const std::map<std::string, uint64_t> resting = RestingVolumes();
+    lock.Unlock();
+    auto mounted = mounts_.MountPoints();
+    lock.Lock();
+    VerifyMounts(resting, mounted);
+    MarkAllDirty();
   }
+  std::vector<Operation> operations = PlanDirty();
+  if (desired_.complete() && !ready_) {
+    ready_ = true;
+    ++generation_;
+    changed_cv_.notify_all();
+  }
+  if (!operations.empty()) {
+    ++generation_;
+    changed_cv_.notify_all();
+    lock.Unlock();
+    executor_.Submit(std::move(operations));
+    lock.Lock();
+  }
+  Clock::TimePoint until = next_resync_;
+  if (!timers_.empty() && timers_.begin()->first < until) {
+    until = timers_.begin()->first;
+  }
+  // `clock_` may be a test's manual clock: the wait is how far it has to go.
+  const auto delay = std::max(until - clock_.Now(), Clock::TimePoint::duration::zero());
+  round_->ScheduleAt(std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(delay));
 }
 
 std::vector<Operation> Reconciler::PlanDirty() {

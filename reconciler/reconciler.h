@@ -4,8 +4,9 @@
 // published through whichever registered driver they name, and tears down what is no longer
 // declared, in the right order (unpublish before unstage).
 //
-// - Event-driven: Declare/ReportManifestError/RemoveManifest/Poke and finished operations wake
-//   the loop; backoff timers and a slow periodic resync (the safety net) are its only timers.
+// - Event-driven: Declare/ReportManifestError/RemoveManifest/Poke and finished operations
+//   schedule a planning round on the event loop; backoff timers and a slow periodic resync (the
+//   safety net) are its only timers. A round plans and submits; it never waits for a driver.
 // - At most one operation per volume at a time; operations on different volumes run
 //   concurrently on `max_parallel` workers. Per volume, a failed operation is retried with
 //   exponential backoff (reset when the operation changes or succeeds).
@@ -31,13 +32,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/backoff.h"
 #include "base/clock.h"
+#include "base/event_loop.h"
 #include "base/mutex.h"
 #include "reconciler/actual_state.h"
 #include "reconciler/desired_state.h"
@@ -65,15 +67,16 @@ struct ReconcilerOptions {
 
 class Reconciler final : private OperationExecutor::Listener {
  public:
-  // The references must outlive the reconciler.
+  // The references must outlive the reconciler. Its rounds run on `loop`, or on a thread of its
+  // own when that is null.
   Reconciler(ReconcilerOptions options, DriverDirectory& drivers, ActualStore& store,
-             MountTable& mounts, const Clock& clock = RealClock::Get());
+             MountTable& mounts, const Clock& clock = RealClock::Get(), EventLoop* loop = nullptr);
   Reconciler(const Reconciler&) = delete;
   Reconciler& operator=(const Reconciler&) = delete;
-  // Stops the loop and waits for running operations to finish.
+  // Stops planning and waits for running operations to finish.
   ~Reconciler() override;
 
-  // Reconstructs the actual state and starts the loop and the workers.
+  // Reconstructs the actual state and schedules the first round.
   absl::Status Start();
 
   // Desired state, from the manifest source.
@@ -109,7 +112,9 @@ class Reconciler final : private OperationExecutor::Listener {
       ABSL_LOCKS_EXCLUDED(mu_);
   void WorkersChanged() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  void Loop(const std::stop_token& token) ABSL_LOCKS_EXCLUDED(mu_);
+  // Plans what is dirty or due, submits it, and schedules the next round for the first
+  // backoff expiry or the resync. On the loop.
+  void Round() ABSL_LOCKS_EXCLUDED(mu_);
   // Plans the volumes marked dirty (all of them after Poke, resync or DesiredComplete) and
   // those whose backoff has passed; returns the operations to submit.
   std::vector<Operation> PlanDirty() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -143,12 +148,10 @@ class Reconciler final : private OperationExecutor::Listener {
   const Clock& clock_;
 
   mutable Mutex mu_;
-  mutable std::condition_variable_any cv_;          // Loop wake-ups.
   mutable std::condition_variable_any changed_cv_;  // Status watchers.
   DesiredState desired_ ABSL_GUARDED_BY(mu_);
   ActualState actual_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, OperationState> operations_ ABSL_GUARDED_BY(mu_);  // By volume name.
-  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
   bool plan_all_ ABSL_GUARDED_BY(mu_) = true;
   std::set<std::string> dirty_names_ ABSL_GUARDED_BY(mu_);
   std::multimap<Clock::TimePoint, std::string> timers_ ABSL_GUARDED_BY(mu_);  // Backoff expiries.
@@ -162,7 +165,10 @@ class Reconciler final : private OperationExecutor::Listener {
 
   // Declared after the state its workers report into, so that it is stopped first.
   OperationExecutor executor_;
-  std::jthread loop_;
+  EventLoop* loop_;
+  std::unique_ptr<LoopThread> own_loop_;  // When given no loop.
+  // Set by Start; closed first by the destructor (Changed() schedules it under mu_).
+  std::unique_ptr<LoopTimer> round_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace stagehand::reconciler

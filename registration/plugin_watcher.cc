@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/paths.h"
-#include "base/stoppable_sleep.h"
+#include "base/task_runner.h"
 #include "base/time_format.h"
 #include "base/unix_socket.h"
 #include "registration/plugin_info_validation.h"
@@ -48,52 +48,87 @@ bool Ignored(std::string_view name) {
   return name.empty() || name.starts_with('.');
 }
 
-// One registration socket, from first sight until it is removed or the watcher stops.
-class SocketWorker {
+}  // namespace
+
+// One registration socket, from first sight until it is removed or the watcher stops. Its
+// calls run on a TaskRunner of its own (a thread only while a call is due), one step at a time:
+// a registration attempt, or a probe once registered; the timer between steps is the loop's.
+class PluginWatcher::Socket {
  public:
-  SocketWorker(std::string path, const WatcherOptions& options, Registry& registry,
-               const Clock& clock)
+  Socket(std::string path, const WatcherOptions& options, Registry& registry, const Clock& clock,
+         EventLoop& loop)
       : path_(std::move(path)),
         options_(options),
         registry_(registry),
-        schedule_(clock, options.backoff) {}
+        schedule_(clock, options.backoff),
+        runner_(std::make_unique<TaskRunner>("sh-plugin")),
+        timer_(loop, [this] { runner_->Post([this] { Step(); }); }) {}
 
-  void Run(const std::stop_token& token) {
-    while (!token.stop_requested()) {
-      std::shared_ptr<grpc::Channel> endpoint;
-      std::string name;
-      const absl::Status registered = RegisterOnce(token, name, endpoint);
-      if (token.stop_requested()) {
-        return;
-      }
-      if (registered.ok()) {
-        schedule_.Succeeded();
-        last_error_.clear();
-        MonitorHealth(token, endpoint, name);
-        continue;
-      }
-      const auto delay = schedule_.Failed();
-      RegistrationAttempt attempt;
-      attempt.set_socket_path(path_);
-      attempt.set_plugin_name(name);
-      attempt.set_failures(schedule_.failures());
-      attempt.set_last_error(std::string(registered.message()));
-      attempt.set_next_retry(FormatRfc3339(std::chrono::system_clock::now() + delay));
-      registry_.RecordFailure(std::move(attempt), token);
-      // One line per change of reason, not one per retry.
-      if (registered.message() != last_error_) {
-        Log().warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
-                   path_, name, registered);
-        last_error_ = std::string(registered.message());
-      } else {
-        Log().debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
-                    schedule_.failures(), delay.count());
-      }
-      SleepUnlessStopped(token, delay);
-    }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  // Waits for a call in flight (Stop cancels it).
+  ~Socket() {
+    Stop();
+    timer_.Close();
+    runner_.reset();
   }
 
+  void Begin() { timer_.ScheduleNow(); }
+
+  // Cancels the calls in flight and schedules nothing more. Thread-safe.
+  void Stop() { stop_.request_stop(); }
+
+  // A call is queued or in flight.
+  bool Busy() const { return !runner_->idle(); }
+
  private:
+  // On the runner.
+  void Step() {
+    const std::stop_token token = stop_.get_token();
+    if (token.stop_requested()) {
+      return;
+    }
+    if (registered_) {
+      if (Probe(token)) {
+        timer_.ScheduleAfter(options_.probe_period);
+      } else if (!token.stop_requested()) {
+        registered_ = false;
+        timer_.ScheduleNow();
+      }
+      return;
+    }
+    const absl::Status registered = RegisterOnce(token, name_, endpoint_);
+    if (token.stop_requested()) {
+      return;
+    }
+    if (registered.ok()) {
+      schedule_.Succeeded();
+      last_error_.clear();
+      registered_ = true;
+      timer_.ScheduleAfter(options_.probe_period);
+      return;
+    }
+    const auto delay = schedule_.Failed();
+    RegistrationAttempt attempt;
+    attempt.set_socket_path(path_);
+    attempt.set_plugin_name(name_);
+    attempt.set_failures(schedule_.failures());
+    attempt.set_last_error(std::string(registered.message()));
+    attempt.set_next_retry(FormatRfc3339(std::chrono::system_clock::now() + delay));
+    registry_.RecordFailure(std::move(attempt), token);
+    // One line per change of reason, not one per retry.
+    if (registered.message() != last_error_) {
+      Log().warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
+                 path_, name_, registered);
+      last_error_ = std::string(registered.message());
+    } else {
+      Log().debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
+                  schedule_.failures(), delay.count());
+    }
+    timer_.ScheduleAfter(std::chrono::duration_cast<std::chrono::milliseconds>(delay));
+  }
+
   absl::Status RegisterOnce(const std::stop_token& token, std::string& name,
                             std::shared_ptr<grpc::Channel>& endpoint_channel) {
     const CallTimeouts& t = options_.timeouts;
@@ -153,42 +188,47 @@ class SocketWorker {
     return registry_.Add(plugin, token);
   }
 
-  void MonitorHealth(const std::stop_token& token, const std::shared_ptr<grpc::Channel>& endpoint,
-                     const std::string& name) {
-    while (SleepUnlessStopped(token, options_.probe_period)) {
-      const absl::Status probe = ProbePlugin(endpoint, options_.timeouts.call, token);
-      if (token.stop_requested()) {
-        return;
-      }
-      auto changed = registry_.SetHealth(path_, probe.ok(),
-                                         probe.ok() ? "" : std::string(probe.message()), token);
-      if (!changed.ok()) {
-        Log().info(
-            "plugin driver='{}' socket='{}' no longer holds its registration; "
-            "registering again",
-            name, path_);
-        return;
-      }
-      if (*changed && probe.ok()) {
-        Log().info("plugin healthy again driver='{}'", name);
-      } else if (*changed) {
-        Log().warn("plugin unhealthy driver='{}': {}", name, probe);
-      }
+  // One probe of a registered plugin; false when its registration is gone (or stopped).
+  bool Probe(const std::stop_token& token) {
+    const absl::Status probe = ProbePlugin(endpoint_, options_.timeouts.call, token);
+    if (token.stop_requested()) {
+      return false;
     }
+    auto changed = registry_.SetHealth(path_, probe.ok(),
+                                       probe.ok() ? "" : std::string(probe.message()), token);
+    if (!changed.ok()) {
+      Log().info(
+          "plugin driver='{}' socket='{}' no longer holds its registration; registering again",
+          name_, path_);
+      return false;
+    }
+    if (*changed && probe.ok()) {
+      Log().info("plugin healthy again driver='{}'", name_);
+    } else if (*changed) {
+      Log().warn("plugin unhealthy driver='{}': {}", name_, probe);
+    }
+    return true;
   }
 
   std::string path_;
   const WatcherOptions& options_;
   Registry& registry_;
+  std::stop_source stop_;
+  // The runner's, one step at a time.
   RetrySchedule schedule_;
   std::string last_error_;
+  bool registered_ = false;
+  std::string name_;
+  std::shared_ptr<grpc::Channel> endpoint_;
+  // Declared last: the destructor closes the timer, then joins the runner.
+  std::unique_ptr<TaskRunner> runner_;
+  LoopTimer timer_;
 };
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PluginWatcher>> PluginWatcher::Start(WatcherOptions options,
                                                                     Registry& registry,
-                                                                    const Clock& clock) {
+                                                                    const Clock& clock,
+                                                                    EventLoop* loop) {
   if (!IsCleanAbsolutePath(options.registry_dir)) {
     return absl::InvalidArgumentError(absl::StrCat("registration directory '", options.registry_dir,
                                                    "' must be an absolute path"));
@@ -196,9 +236,26 @@ absl::StatusOr<std::unique_ptr<PluginWatcher>> PluginWatcher::Start(WatcherOptio
   SH_ASSIGN_OR_RETURN(DirWatch watch, DirWatch::Create());
   std::unique_ptr<PluginWatcher> watcher(
       new PluginWatcher(std::move(options), registry, clock, std::move(watch)));
-  SH_RETURN_IF_ERROR(watcher->Watch());
+  if (loop == nullptr) {
+    watcher->own_loop_ = std::make_unique<LoopThread>();
+    loop = &watcher->own_loop_->loop();
+  }
+  watcher->loop_ = loop;
   PluginWatcher* self = watcher.get();
-  watcher->loop_ = std::jthread([self](const std::stop_token& token) { self->Loop(token); });
+  watcher->rewatch_ = std::make_unique<LoopTimer>(*loop, [self] {
+    if (auto s = self->Watch(); !s.ok()) {
+      Log().debug("registration directory still unavailable: {}", s);
+      self->rewatch_->ScheduleAfter(std::chrono::seconds(1));
+    }
+  });
+  watcher->reaper_ = std::make_unique<LoopTimer>(*loop, [self] { self->Reap(); });
+  SH_RETURN_IF_ERROR(watcher->Watch());
+  SH_ASSIGN_OR_RETURN(watcher->loop_watch_, LoopWatch::Start(*loop, watcher->watch_.Fd(), [self] {
+                        self->HandleInotify();
+                        if (!self->watching_) {
+                          self->rewatch_->ScheduleNow();
+                        }
+                      }));
   return watcher;
 }
 
@@ -207,18 +264,17 @@ PluginWatcher::PluginWatcher(WatcherOptions options, Registry& registry, const C
     : options_(std::move(options)), registry_(registry), clock_(clock), watch_(std::move(watch)) {}
 
 PluginWatcher::~PluginWatcher() {
-  if (loop_.joinable()) {
-    loop_.request_stop();
-    Wake();
-    loop_.join();
+  // Nothing of the loop's runs after these: the rest is this thread's.
+  loop_watch_.reset();
+  rewatch_.reset();
+  reaper_.reset();
+  for (auto& [path, entry] : sockets_) {
+    entry.socket->Stop();
   }
-  for (auto& [path, worker] : workers_) {
-    worker.thread.request_stop();
+  for (auto& socket : retiring_) {
+    socket->Stop();
   }
-  for (auto& worker : retiring_) {
-    worker.thread.request_stop();
-  }
-  workers_.clear();  // Joins.
+  sockets_.clear();  // Joins their calls, cancelled.
   retiring_.clear();
 }
 
@@ -230,29 +286,6 @@ absl::Status PluginWatcher::Watch() {
   Rescan();  // After the watch is in place, so that nothing created in between is missed.
   Log().info("watching for plugins dir='{}'", options_.registry_dir);
   return absl::OkStatus();
-}
-
-void PluginWatcher::Loop(const std::stop_token& token) {
-  while (!token.stop_requested()) {
-    // Only a lost directory needs a timer: it is re-created once a second until that works.
-    const auto timeout = watching_
-                             ? std::nullopt
-                             : std::optional<std::chrono::milliseconds>(std::chrono::seconds(1));
-    if (auto s = watch_.Wait(timeout); !s.ok()) {
-      Log().error("plugin watcher: {}", s);
-      return;
-    }
-    if (token.stop_requested()) {
-      return;
-    }
-    HandleInotify();
-    if (!watching_) {
-      if (auto s = Watch(); !s.ok()) {
-        Log().debug("registration directory still unavailable: {}", s);
-      }
-    }
-    Reap();
-  }
 }
 
 void PluginWatcher::HandleInotify() {
@@ -290,16 +323,16 @@ void PluginWatcher::HandleInotify() {
       }
       const std::string path = JoinPath(options_.registry_dir, name);
       if ((event.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
-        StopWorker(path);
+        StopSocket(path);
       } else if ((event.mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
         const ino_t inode = SocketInode(path);
-        auto it = workers_.find(path);
-        if (it != workers_.end() && it->second.inode == inode) {
+        auto it = sockets_.find(path);
+        if (it != sockets_.end() && it->second.inode == inode) {
           continue;  // Seen by the scan already.
         }
-        StopWorker(path);
+        StopSocket(path);
         if (inode != 0) {
-          StartWorker(path, inode);
+          StartSocket(path, inode);
         }
       }
     }
@@ -321,68 +354,64 @@ void PluginWatcher::Rescan() {
     closedir(dir);
   }
   std::vector<std::string> gone;
-  for (const auto& [path, worker] : workers_) {
+  for (const auto& [path, entry] : sockets_) {
     auto it = present.find(path);
-    if (it == present.end() || it->second != worker.inode) {
+    if (it == present.end() || it->second != entry.inode) {
       gone.push_back(path);
     }
   }
   for (const auto& path : gone) {
-    StopWorker(path);
+    StopSocket(path);
   }
   for (const auto& [path, inode] : present) {
-    if (!workers_.contains(path)) {
-      StartWorker(path, inode);
+    if (!sockets_.contains(path)) {
+      StartSocket(path, inode);
     }
   }
 }
 
-void PluginWatcher::StartWorker(const std::string& path, ino_t inode) {
+void PluginWatcher::StartSocket(const std::string& path, ino_t inode) {
   Log().debug("registration socket found '{}'", path);
-  Worker worker;
-  worker.inode = inode;
-  worker.done = std::make_shared<std::atomic<bool>>(false);
-  auto done = worker.done;
-  worker.thread = std::jthread([this, path, done](const std::stop_token& token) {
-    SocketWorker(path, options_, registry_, clock_).Run(token);
-    done->store(true);
-    Wake();
-  });
-  workers_[path] = std::move(worker);
+  Entry entry;
+  entry.inode = inode;
+  entry.socket = std::make_unique<Socket>(path, options_, registry_, clock_, *loop_);
+  entry.socket->Begin();
+  sockets_[path] = std::move(entry);
 }
 
-void PluginWatcher::StopWorker(const std::string& path) {
-  auto it = workers_.find(path);
-  if (it == workers_.end()) {
+void PluginWatcher::StopSocket(const std::string& path) {
+  auto it = sockets_.find(path);
+  if (it == sockets_.end()) {
     return;
   }
   // Stop first, then remove: a handshake that is about to add its plugin either sees the stop
   // under the registry's lock or is removed right here.
-  it->second.thread.request_stop();
+  it->second.socket->Stop();
   if (auto removed = registry_.RemoveBySocket(path)) {
     Log().info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
                path);
   }
-  retiring_.push_back(std::move(it->second));
-  workers_.erase(it);
+  // Destroyed once its cancelled call returned: the loop never waits for a plugin.
+  retiring_.push_back(std::move(it->second.socket));
+  sockets_.erase(it);
+  reaper_->ScheduleNow();
 }
 
 void PluginWatcher::StopAll() {
   std::vector<std::string> paths;
-  for (const auto& [path, worker] : workers_) {
+  for (const auto& [path, entry] : sockets_) {
     paths.push_back(path);
   }
   for (const auto& path : paths) {
-    StopWorker(path);
+    StopSocket(path);
   }
 }
 
 void PluginWatcher::Reap() {
-  std::erase_if(retiring_, [](const Worker& w) { return w.done->load(); });
-}
-
-void PluginWatcher::Wake() const {
-  watch_.Wake();
+  std::erase_if(retiring_, [](const std::unique_ptr<Socket>& s) { return !s->Busy(); });
+  if (!retiring_.empty()) {
+    reaper_->ScheduleAfter(std::chrono::milliseconds(200));
+  }
 }
 
 }  // namespace stagehand::registration

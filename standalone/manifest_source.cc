@@ -9,7 +9,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <future>
 #include <map>
 #include <set>
 #include <utility>
@@ -66,7 +65,8 @@ bool IsLink(const std::string& path) {
 absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::string dir,
                                                                       std::string state_dir,
                                                                       ManifestListener& listener,
-                                                                      bool create_if_missing) {
+                                                                      bool create_if_missing,
+                                                                      EventLoop* loop) {
   if (!IsCleanAbsolutePath(dir) || dir == "/") {
     return absl::InvalidArgumentError(
         absl::StrCat("manifest directory '", dir, "' must be an absolute, normalised path"));
@@ -97,19 +97,17 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
                                     "they are until it does (create it, or fix --manifest-dir)"));
     source->WatchForDir();
   }
+  if (source->dir_watch_ >= 0) {
+    source->Rescan();  // The watch is in place already: nothing created meanwhile is missed.
+  }
+  if (loop == nullptr) {
+    source->own_loop_ = std::make_unique<LoopThread>();
+    loop = &source->own_loop_->loop();
+  }
   ManifestSource* self = source.get();
-  std::promise<void> scanned;
-  std::future<void> scan_done = scanned.get_future();
-  // `self` outlives the thread: the destructor joins it before any member goes away.
-  source->thread_ =
-      std::jthread([self, scanned = std::move(scanned)](const std::stop_token& token) mutable {
-        if (self->dir_watch_ >= 0) {
-          self->Rescan();  // The watch is in place already: nothing created meanwhile is missed.
-        }
-        scanned.set_value();
-        self->Loop(token);
-      });
-  scan_done.wait();
+  // `self` outlives the watch: the destructor closes it before any member goes away.
+  SH_ASSIGN_OR_RETURN(source->loop_watch_, LoopWatch::Start(*loop, source->watch_.Fd(),
+                                                            [self] { self->HandleEvents(); }));
   return source;
 }
 
@@ -121,11 +119,7 @@ ManifestSource::ManifestSource(std::string dir, std::string state_dir, ManifestL
       watch_(std::move(watch)) {}
 
 ManifestSource::~ManifestSource() {
-  if (thread_.joinable()) {
-    thread_.request_stop();
-    watch_.Wake();
-    thread_.join();
-  }
+  loop_watch_.reset();
 }
 
 absl::Status ManifestSource::WatchDir() {
@@ -133,21 +127,11 @@ absl::Status ManifestSource::WatchDir() {
   return absl::OkStatus();
 }
 
-void ManifestSource::Loop(const std::stop_token& token) {
-  while (!token.stop_requested()) {
-    if (auto s = watch_.Wait(); !s.ok()) {
-      Log().error("manifest source: {}; no longer following '{}'", s, dir_);
-      return;
-    }
-    if (token.stop_requested()) {
-      return;
-    }
-    HandleEvents();
-  }
-}
-
 void ManifestSource::HandleEvents() {
-  for (auto events = watch_.Read(); !events.empty(); events = watch_.Read()) {
+  // One read's batch per call: the loop calls again while more is queued, and runs what is due
+  // in between (the reconciler plans the first volumes while the rest are read).
+  {
+    const std::vector<DirWatch::Event> events = watch_.Read();
     // A rename inside the directory arrives as IN_MOVED_FROM + IN_MOVED_TO with one cookie,
     // normally in the same read: pair them so that the volume is never undeclared in between.
     std::map<uint32_t, std::string> moved_to;  // cookie -> new name

@@ -12,9 +12,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "base/dir_watch.h"
+#include "base/event_loop.h"
 #include "base/mutex.h"
 #include "base/status.h"
 #include "reconciler/volume_spec.h"
@@ -22,8 +22,9 @@
 namespace stagehand::standalone {
 
 // Receives the state of each manifest file. `file` is the file's name inside the directory
-// ("pg.yaml"). Called on the ManifestSource's thread, one call at a time, and only when the
-// file's state changes (an unchanged re-save is not reported again).
+// ("pg.yaml"). Called on the source's loop (the files there at start: on the thread that called
+// Start), one call at a time, and only when the file's state changes (an unchanged re-save is
+// not reported again).
 class ManifestListener {
  public:
   virtual ~ManifestListener() = default;
@@ -48,11 +49,11 @@ class ManifestListener {
   virtual void OnDirectoryListed() {}
 
   // Problem() changed (set, or cleared with nullopt). May come from the thread that called
-  // Start as well as from the source's thread.
+  // Start as well as from the source's loop.
   virtual void OnProblem(const std::optional<std::string>& /*problem*/) {}
 };
 
-// Owns the watch thread. Volume names are unique across files: a file declaring a name that
+// Follows one directory. Volume names are unique across files: a file declaring a name that
 // another file already declares gets OnManifestError ("volume 'x' is already declared in
 // 'a.yaml'") and is not declared. It is not promoted when the other file goes away; it is
 // re-read on its next change (touch it). If the directory itself is moved away, nothing is
@@ -68,10 +69,14 @@ class ManifestSource {
   // (appearing empty, it stays a Problem; the same after it went away). Publish targets inside
   // `state_dir` are manifest errors. `listener` must outlive the source. InvalidArgument for
   // paths that are not absolute and normalised; errno-based codes if the watch cannot be set up.
+  //
+  // The changes are followed on `loop` (which must outlive the source), or on a thread of the
+  // source's own when it is null; the files already there are reported on the calling thread.
   static absl::StatusOr<std::unique_ptr<ManifestSource>> Start(std::string dir,
                                                                std::string state_dir,
                                                                ManifestListener& listener,
-                                                               bool create_if_missing = true);
+                                                               bool create_if_missing = true,
+                                                               EventLoop* loop = nullptr);
 
   // Why the directory's state is unknown now (missing, moved away, cannot be listed); nullopt
   // while it is followed. Thread-safe.
@@ -80,7 +85,7 @@ class ManifestSource {
   ManifestSource(const ManifestSource&) = delete;
   ManifestSource& operator=(const ManifestSource&) = delete;
 
-  // Stops and joins the thread; no callback runs after it returns.
+  // Stops following; no callback runs after it returns.
   ~ManifestSource();
 
  private:
@@ -93,7 +98,6 @@ class ManifestSource {
                  DirWatch watch);
 
   absl::Status WatchDir();
-  void Loop(const std::stop_token& token);
   void HandleEvents();
   void DirLost();
   // Watches the parent until the directory (re)appears, then watches it and rescans.
@@ -113,14 +117,16 @@ class ManifestSource {
   int dir_watch_ = -1;  // -1 while the directory is gone.
   int parent_watch_ = -1;
   std::string watched_ancestor_;  // What parent_watch_ watches: the nearest existing ancestor.
-  std::map<std::string, FileState> files_;     // By file name; thread only.
-  std::map<std::string, std::string> owners_;  // Volume name -> file declaring it; thread only.
+  // The rest is the loop's (and the starting thread's until the watch is on the loop).
+  std::map<std::string, FileState> files_;     // By file name.
+  std::map<std::string, std::string> owners_;  // Volume name -> file declaring it.
   // The directory was missing at start (with volumes to keep) or went away with files in it:
-  // an empty listing does not count as complete until a manifest appears. Thread only.
+  // an empty listing does not count as complete until a manifest appears.
   bool hold_if_empty_ = false;
   mutable Mutex problem_mu_;
   std::optional<std::string> problem_ ABSL_GUARDED_BY(problem_mu_);
-  std::jthread thread_;
+  std::unique_ptr<LoopThread> own_loop_;  // When Start was given no loop.
+  std::unique_ptr<LoopWatch> loop_watch_;
 };
 
 }  // namespace stagehand::standalone
