@@ -18,6 +18,7 @@
 
 #include "agent/agent_health.h"
 #include "agent/agent_service.h"
+#include "agent/driver_volumes.h"
 #include "agent/metrics.h"
 #include "agent/registrar_record.h"
 #include "agent/session_bundle.h"
@@ -410,6 +411,10 @@ absl::Status AgentDaemon::StartMetrics() {
     stats_options.health_period = options_.health_period;
     stats_ = std::make_unique<StatsCollector>(stats_options, *reconciler_, *directory_,
                                               *collectable_, loop_.get());
+  } else if (node_) {
+    collectable_->SetVolumeHealthSource([node = node_.get(), name = options_.driver_name] {
+      return DriverVolumeHealth(*node, name);
+    });
   }
   if (options_.metrics_address.empty()) {
     return absl::OkStatus();

@@ -2,8 +2,6 @@
 
 #include <absl/strings/str_cat.h>
 
-#include "standalone/csi_node_client.h"
-
 namespace stagehand::agent {
 namespace {
 
@@ -22,18 +20,26 @@ const char* PhaseOf(const StagedVolume& volume) {
   return "uncertain";
 }
 
-// "Reason: message; ..." of the volume's health, empty when it is healthy or not staged.
-std::string ConditionOf(driver::NodeService& node, const StagedVolume& volume) {
+// The volume's health problems (none when it is not staged), or why they are unknown.
+absl::StatusOr<std::vector<standalone::VolumeHealthProblem>> ProblemsOfVolume(
+    driver::NodeService& node, const StagedVolume& volume) {
   if (volume.phase != Phase::kStaged) {
-    return "";
+    return std::vector<standalone::VolumeHealthProblem>{};
   }
   csi::v1::NodeGetVolumeHealthRequest request;
   request.set_volume_id(volume.volume_id);
   csi::v1::NodeGetVolumeHealthResponse response;
-  if (auto s = node.Health(request, &response); !s.ok()) {
-    return absl::StrCat("health unknown: ", s.message());
+  SH_RETURN_IF_ERROR(node.Health(request, &response));
+  return standalone::ProblemsOf(response.volume_health());
+}
+
+// "Reason: message; ..." of the volume's health, empty when it is healthy or not staged.
+std::string ConditionOf(driver::NodeService& node, const StagedVolume& volume) {
+  auto problems = ProblemsOfVolume(node, volume);
+  if (!problems.ok()) {
+    return absl::StrCat("health unknown: ", problems.status().message());
   }
-  return standalone::DescribeProblems(standalone::ProblemsOf(response.volume_health()));
+  return standalone::DescribeProblems(*problems);
 }
 
 }  // namespace
@@ -67,6 +73,19 @@ void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name
   for (const auto& e : errors) {
     problems->push_back(absl::StrCat("unreadable volume record: ", e));
   }
+}
+
+std::vector<standalone::VolumeHealthSample> DriverVolumeHealth(driver::NodeService& node,
+                                                               const std::string& driver_name) {
+  std::vector<standalone::VolumeHealthSample> out;
+  std::vector<std::string> unreadable;
+  for (const StagedVolume& volume : node.Volumes(&unreadable)) {
+    auto problems = ProblemsOfVolume(node, volume);
+    if (problems.ok() && !problems->empty()) {
+      out.push_back({driver_name, volume.volume_id, std::move(*problems)});
+    }
+  }
+  return out;
 }
 
 }  // namespace stagehand::agent

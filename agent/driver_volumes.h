@@ -10,6 +10,7 @@
 
 #include "driver/node_service.h"
 #include "proto/agent.pb.h"
+#include "standalone/csi_node_client.h"
 
 namespace stagehand::agent {
 
@@ -17,5 +18,10 @@ namespace stagehand::agent {
 // per unreadable record.
 void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name,
                        v1::ListVolumesResponse* out, std::vector<std::string>* problems);
+
+// The problems of every staged volume that has any (the metrics of an agent without health
+// rounds).
+std::vector<standalone::VolumeHealthSample> DriverVolumeHealth(driver::NodeService& node,
+                                                               const std::string& driver_name);
 
 }  // namespace stagehand::agent

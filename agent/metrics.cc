@@ -315,8 +315,11 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
   out.push_back(std::move(abnormal));
   auto problems = Gauge("stagehand_volume_health_problem",
                         "1 per problem the driver's NodeGetVolumeHealth reports for the volume "
-                        "(standalone health rounds); no series while it is healthy");
-  for (const auto& h : health_) {
+                        "(the last health round, or asked at scrape time without a reconciler); "
+                        "no series while it is healthy");
+  const std::vector<standalone::VolumeHealthSample> asked =
+      health_source_ ? health_source_() : std::vector<standalone::VolumeHealthSample>{};
+  for (const auto& h : health_source_ ? asked : health_) {
     for (const auto& p : h.problems) {
       Add(problems,
           {{"driver_name", h.driver},

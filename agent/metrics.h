@@ -75,6 +75,12 @@ class AgentCollectable final : public prometheus::Collectable {
   void SetVolumeStats(std::vector<standalone::VolumeStatsSample> samples);
   void SetVolumeHealth(std::vector<standalone::VolumeHealthSample> samples);
 
+  // Without health rounds (no reconciler): the volume health is asked for at scrape time. Set
+  // before the first scrape; `source` must be thread-safe and must not do I/O to the LUNs.
+  void SetVolumeHealthSource(std::function<std::vector<standalone::VolumeHealthSample>()> source) {
+    health_source_ = std::move(source);
+  }
+
  private:
   // One group of families each, appended to `out`.
   void CollectVolumes(std::vector<prometheus::MetricFamily>& out) const;
@@ -90,6 +96,7 @@ class AgentCollectable final : public prometheus::Collectable {
   mutable Mutex mu_;
   std::vector<standalone::VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
   std::vector<standalone::VolumeHealthSample> health_ ABSL_GUARDED_BY(mu_);
+  std::function<std::vector<standalone::VolumeHealthSample>()> health_source_;
 };
 
 // The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:

@@ -122,8 +122,10 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   if (timerfd_settime(timer.Get(), 0, &spec, nullptr) != 0) {
     return ErrnoStatus(errno, "timerfd_settime");
   }
+  bool fuse_ended = false;  // The kernel ended the connection (not our stop).
   // While logging in again: waits for a stop, and answers FUSE requests once they fail anyway.
-  const Reconnector::Wait wait = [&s, stop_fd](std::chrono::milliseconds ms, bool serve_fuse) {
+  const Reconnector::Wait wait = [&s, &fuse_ended, stop_fd](std::chrono::milliseconds ms,
+                                                            bool serve_fuse) {
     std::array<pollfd, 2> fds{{{stop_fd, POLLIN, 0}, {s.file->Fd(), POLLIN, 0}}};
     const nfds_t n = serve_fuse ? 2 : 1;
     if (poll(fds.data(), n, static_cast<int>(ms.count())) < 0 && errno != EINTR) {
@@ -132,7 +134,8 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
     if (fds[0].revents != 0) {
       return false;
     }
-    return !(n == 2 && fds[1].revents != 0 && !s.file->Serve());
+    fuse_ended = n == 2 && fds[1].revents != 0 && !s.file->Serve();
+    return !fuse_ended;
   };
   s.board.Publish(ServerState::kUp, "serving");
   while (true) {
@@ -173,11 +176,19 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
       s.queue->OnTick();
     }
     if (fds[0].revents != 0 && !s.file->Serve()) {
-      break;  // Unmounted under us.
+      fuse_ended = true;
+      break;
     }
   }
   // Stopping: answer whatever waits so the kernel is not left waiting.
   s.queue->FailWaiting();
+  if (fuse_ended) {
+    return absl::AbortedError(
+        absl::StrCat("the FUSE connection of '", s.mountpoint,
+                     "' ended under the session (aborted through /sys/fs/fuse/connections, or "
+                     "the mount forced away): I/O to the volume fails; unpublish and unstage it, "
+                     "then stage it again"));
+  }
   return absl::OkStatus();
 }
 

@@ -57,9 +57,11 @@ class FuseLunServer {
   // Unmounts the FUSE filesystem and logs out.
   ~FuseLunServer();
 
-  // Serves until `stop_fd` becomes readable (e.g. a signalfd for SIGTERM) or the FUSE mount is
-  // unmounted. Returns OK on such a stop. Each time `refresh_fd` (a signalfd for SIGUSR1) becomes
-  // readable, the LUN's capacity is read again (after the target grew it) and published.
+  // Serves until `stop_fd` becomes readable (e.g. a signalfd for SIGTERM): returns OK. Returns
+  // Aborted when the kernel ends the FUSE connection first (aborted through
+  // /sys/fs/fuse/connections, or the mount forced away): the volume's I/O fails from then on.
+  // Each time `refresh_fd` (a signalfd for SIGUSR1) becomes readable, the LUN's capacity is read
+  // again (after the target grew it) and published.
   absl::Status Run(int stop_fd, int refresh_fd);
 
   // Full path of the LUN file.

@@ -66,6 +66,18 @@ std::optional<std::string> LoopBackingFile(const std::string& device) {
   return std::string(absl::StripTrailingAsciiWhitespace(*text));
 }
 
+LoopAttachment CheckLoopAttachment(const std::string& device, const std::string& file) {
+  // A record without the file (none is written so) can only say whether anything is attached.
+  if (file.empty() ? !LoopBackingFile(device).has_value() : !BackedBy(device, file)) {
+    return LoopAttachment::kGone;
+  }
+  auto autoclear =
+      ReadFileToString(absl::StrCat("/sys/block/", DeviceName(device), "/loop/autoclear"));
+  return autoclear.ok() && absl::StripAsciiWhitespace(*autoclear) == "1"
+             ? LoopAttachment::kDetaching
+             : LoopAttachment::kAttached;
+}
+
 std::optional<LoopActivity> ReadLoopActivity(const std::string& device) {
   const std::string dir = absl::StrCat("/sys/block/", DeviceName(device));
   auto inflight = ReadFileToString(dir + "/inflight");

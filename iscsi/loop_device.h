@@ -33,6 +33,16 @@ absl::StatusOr<std::optional<std::string>> FindLoopDevice(const std::string& fil
 // The backing file of `device` ("/dev/loop3"), or nullopt when it is not attached.
 std::optional<std::string> LoopBackingFile(const std::string& device);
 
+// Whether `device` still serves `file`, from sysfs and the device's own status (never I/O).
+enum class LoopAttachment {
+  kAttached,
+  // Detached (losetup -d) while in use: it serves until its last user closes it, then it is
+  // gone. stagehand never sets autoclear, so someone else did this.
+  kDetaching,
+  kGone,  // Not attached, or attached to another file.
+};
+LoopAttachment CheckLoopAttachment(const std::string& device, const std::string& file);
+
 // What the block layer says of a loop device's requests (sysfs; never touches the device).
 struct LoopActivity {
   uint64_t in_flight = 0;  // Reads and writes issued and not completed.

@@ -102,6 +102,14 @@ class Session {
     }
     status = server_->Run(stop_fd_.Get(), refresh_fd_.Get());
     server_.reset();  // Unmounts FUSE, logs out.
+    if (status.code() == absl::StatusCode::kAborted) {
+      // The volume is dead for good: the last status says why, for the agent's health checks
+      // (the process is gone), until the volume is unstaged.
+      status_.set_state(SessionStatus::FUSE_ABORTED);
+      status_.set_message(std::string(status.message()));
+      (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
+      return 1;
+    }
     (void)RemoveFileIfExists(StatusPath());
     (void)RemoveFileIfExists(JoinPath(config_.runtime_dir(), "counters"));
     return status.ok() ? 0 : 1;

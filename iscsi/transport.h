@@ -52,7 +52,8 @@ struct SessionHealth {
   std::string message;
   // CamelCase, for machines: "SessionGone", "SessionStopped", "SessionReconnecting",
   // "SessionDown", "LunIdentityChanged", "LunCapacityShrunk", "LoopDeviceGone",
-  // "MultipathDegraded"; empty when healthy and not degraded.
+  // "FuseConnectionAborted", "LoopDeviceDetaching" and "MultipathDegraded" (both degraded);
+  // empty when healthy and not degraded.
   std::string reason;
 };
 

@@ -325,6 +325,15 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
 SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
   SessionHealth h;
   if (!IsSameProcessAlive(session.pid(), session.start_time())) {
+    // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
+    auto last = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
+    SessionStatus status;
+    if (last.ok() && status.ParseFromString(*last) && status.pid() == session.pid() &&
+        status.state() == SessionStatus::FUSE_ABORTED) {
+      h.message = status.message();
+      h.reason = "FuseConnectionAborted";
+      return h;
+    }
     h.message = absl::StrCat("iSCSI session process ", session.pid(), " is not running");
     h.reason = "SessionGone";
     return h;
@@ -360,16 +369,37 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
           absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
       h.reason = "LunCapacityShrunk";
       break;
+    case SessionStatus::FUSE_ABORTED:  // Written just before it exits.
+      h.message = status.message();
+      h.reason = "FuseConnectionAborted";
+      break;
     default:
       h.message = absl::StrCat("iSCSI session is down: ", status.message());
       h.reason =
           status.state() == SessionStatus::RECONNECTING ? "SessionReconnecting" : "SessionDown";
       break;
   }
-  if (h.healthy && !session.loop_device().empty() && !LoopBackingFile(session.loop_device())) {
-    h.healthy = false;
-    h.message = absl::StrCat("loop device ", session.loop_device(), " is gone");
-    h.reason = "LoopDeviceGone";
+  if (h.healthy && !session.loop_device().empty()) {
+    switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
+      case LoopAttachment::kAttached:
+        break;
+      case LoopAttachment::kDetaching:
+        h.message = absl::StrCat(
+            "loop device ", session.loop_device(),
+            " was detached behind stagehand's back (losetup -d) while in use: it works until "
+            "its last user closes it, then the volume has no device; unpublish and unstage the "
+            "volume, then stage it again");
+        h.reason = "LoopDeviceDetaching";
+        break;
+      case LoopAttachment::kGone:
+        h.healthy = false;
+        h.message = absl::StrCat("loop device ", session.loop_device(),
+                                 " no longer serves the session's LUN file (detached behind "
+                                 "stagehand's back?): I/O to the volume fails; unpublish and "
+                                 "unstage the volume, then stage it again");
+        h.reason = "LoopDeviceGone";
+        break;
+    }
   }
   if (h.healthy && !session.loop_device().empty()) {
     const auto activity = ReadLoopActivity(session.loop_device());

@@ -33,6 +33,7 @@
 #include "tests/integration/cluster.h"
 #include "tests/registration/fake_plugin.h"
 #include "tests/testing/dir_watch.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/status_matchers.h"
 
 namespace stagehand::registration {
@@ -188,25 +189,8 @@ ino_t WaitForSocket(const std::string& path, ino_t not_inode = 0) {
 
 // The HTTP status code of GET http://127.0.0.1:<port><path>, or -1.
 int HttpStatus(int port, const std::string& path) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd.Get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    return -1;
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (write(fd.Get(), request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    return -1;
-  }
-  std::array<char, 64> head{};
-  const ssize_t n = read(fd.Get(), head.data(), head.size() - 1);
-  int code = -1;
-  if (n > 0 && std::sscanf(head.data(), "HTTP/%*s %d", &code) == 1) {
-    return code;
-  }
-  return -1;
+  const auto response = stagehand::testing::HttpGet(port, path);
+  return response ? response->code : -1;
 }
 
 // The metrics port of the daemon whose runtime dir is `runtime_dir` (agent API).
