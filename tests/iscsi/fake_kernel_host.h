@@ -113,6 +113,16 @@ class FakeHost {
 
   bool DiskExists(const std::string& disk) const { return fs::exists(sys_ / "class/block" / disk); }
 
+  // Sets the kernel's state of the session through `portal` ("127.0.0.1:3261"), as when its
+  // connection drops ("FAILED": the kernel and iscsid retry the login).
+  void SetSessionState(const std::string& portal, const std::string& state) {
+    for (const auto& [sid, s] : sessions_) {
+      if (s.portal == portal) {
+        Write(sys_ / "class/iscsi_session" / absl::StrCat("session", sid) / "state", state + "\n");
+      }
+    }
+  }
+
   // Makes the SCSI device of `lun` on the (only) session lose its block device, as when an
   // attach timed out before the disk appeared.
   void DropBlockDevice(uint32_t lun) {

@@ -186,6 +186,44 @@ TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
   EXPECT_EQ(host.Sessions(), 0);
 }
 
+TEST(KernelTransportTest, AFailedSessionOfTheOnlyPathIsDown) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1, {3260}));
+  ASSERT_THAT(a, IsOk());
+
+  host.SetSessionState("127.0.0.1:3260", "FAILED");
+  const SessionHealth h = t.Health(a->session);
+
+  EXPECT_FALSE(h.healthy);
+  EXPECT_EQ(h.reason, "SessionDown");
+  EXPECT_THAT(h.message, HasSubstr("127.0.0.1:3260 is FAILED"));
+  host.SetSessionState("127.0.0.1:3260", "LOGGED_IN");
+  EXPECT_TRUE(t.Health(a->session).healthy) << "healthy again once it is logged in";
+  EXPECT_EQ(t.Health(a->session).reason, "");
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+}
+
+TEST(KernelTransportTest, AMapWithAFailedPathIsDegradedAndWithNoneDown) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1, {3260, 3261}));
+  ASSERT_THAT(a, IsOk());
+
+  host.SetSessionState("127.0.0.1:3261", "FAILED");
+  const SessionHealth one = t.Health(a->session);
+  host.SetSessionState("127.0.0.1:3260", "FAILED");
+  const SessionHealth none = t.Health(a->session);
+
+  EXPECT_TRUE(one.healthy) << "one working path serves the volume";
+  EXPECT_EQ(one.reason, "MultipathDegraded");
+  EXPECT_THAT(one.message, HasSubstr("1 of 2 paths working"));
+  EXPECT_THAT(one.message, HasSubstr("127.0.0.1:3261 is FAILED"));
+  EXPECT_FALSE(none.healthy);
+  EXPECT_EQ(none.reason, "SessionDown");
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+}
+
 TEST(KernelTransportTest, RefreshCapacityRescansAndChecksTheIdentity) {
   FakeHost host;
   KernelTransport t(host.Options());

@@ -638,6 +638,11 @@ ok "expand v3 (publish path): $out; map $map (table too), $sd1 and $sd2 have $wa
   "both active, same VPD 0x80/0x83, ext4 fills it ($grown_note), old data intact, write +" \
   "fsync + read back"
 
+out=$(ctl node health --volume-id v3) || fail "node health v3: $out"
+[[ $out == "v3: healthy" ]] || fail "node health v3 with both paths up answered '$out'"
+out=$(ctl node storage-health) || fail "node storage-health: $out"
+[[ $out == "storage: healthy" ]] || fail "node storage-health with both paths up answered '$out'"
+
 # Ask the host to drop the second portal (it also closes the connections through it); repeat
 # the request every 10 s until the kernel reports the session failed.
 session_failed() { [[ $(<"$s2/state") != LOGGED_IN ]]; }
@@ -685,6 +690,18 @@ until_deadline 30 one_active ||
     "$(multipathd show paths format '%d %t %T %o')"
 multipathd show topology
 ok "map $map: $sd1 active, $sd2 failed (dm-multipath and multipathd agree)"
+
+# The health RPCs see the lost path from sysfs (the session FAILED), without I/O to the LUN.
+health=$(ctl node health --volume-id v3) || fail "node health v3: $health"
+[[ $health == "DEGRADED MultipathDegraded: 1 of 2 paths working: iSCSI session to "*" is "[A-Z]* ]] ||
+  fail "node health v3 with one path lost answered '$health'"
+storage=$(ctl node storage-health) || fail "node storage-health: $storage"
+[[ $storage == "STORAGE_DEGRADED PathsDegraded: "* ]] ||
+  fail "node storage-health with one path lost answered '$storage'"
+stats=$(ctl node stats --volume-id v3 --path "$pub_dir/v3") || fail "node stats v3: $stats"
+[[ $stats == *"condition: normal"* ]] ||
+  fail "node stats v3 with one path lost (it still works) answered '$stats'"
+ok "health with one path lost: '$health'; storage: '$storage'; stats condition normal"
 
 # The agent dies (SIGKILL: no chance to clean up); the kernel's sessions and the map do not care.
 kill -KILL "$shpid"
