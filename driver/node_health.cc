@@ -158,7 +158,8 @@ absl::Status NodeService::StorageHealth(csi::v1::NodeGetStorageHealthResponse* r
     }
     const std::string target =
         absl::StrCat(volume.iqn, " at ", absl::StrJoin(portals, ", "), ": ", h.message);
-    if (h.reason == "SessionReconnecting" || h.reason == "SessionDown") {
+    if (h.reason == "SessionReconnecting" || h.reason == "ReplacementTimeoutPassed" ||
+        h.reason == "SessionDown") {
       AddMerged(kinds, StorageHealthErrorType::STORAGE_UNREACHABLE, "TargetUnreachable", target);
     } else if (h.reason == "MultipathDegraded") {
       AddMerged(kinds, StorageHealthErrorType::STORAGE_DEGRADED, "PathsDegraded", target);

@@ -49,6 +49,7 @@ void Reconnector::ExpireIfDue() {
     return;
   }
   // The status first: whoever sees an I/O fail must find the reason in the status already.
+  board_.status.io_failing = true;
   board_.Publish(
       ServerState::kReconnecting,
       absl::StrCat("no connection to the target for ", options_.replacement_timeout.count(),

@@ -19,6 +19,8 @@ struct ServerStatus {
   uint64_t reconnects = 0;
   uint64_t capacity_bytes = 0;
   uint64_t capacity_refreshes = 0;  // Incremented each time a capacity refresh completes.
+  // Reconnecting past the replacement timeout: I/O fails instead of waiting.
+  bool io_failing = false;
 };
 
 // The parts of the server keep `status` current (portal, counters, capacity) and publish a
@@ -27,7 +29,9 @@ struct StatusBoard {
   ServerStatus status;
   std::function<void(const ServerStatus&)> on_status;  // May be empty.
 
+  // Any state but kReconnecting ends io_failing; a reconnect keeps it until it succeeds.
   void Publish(ServerState state, std::string message) {
+    status.io_failing = status.io_failing && state == ServerState::kReconnecting;
     status.state = state;
     status.message = std::move(message);
     if (on_status) {

@@ -134,6 +134,7 @@ class Session {
     status_.set_reconnects(s.reconnects);
     status_.set_capacity_bytes(s.capacity_bytes);
     status_.set_capacity_refreshes(s.capacity_refreshes);
+    status_.set_io_failing(s.io_failing);
     status_.set_pid(getpid());
     (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
   }

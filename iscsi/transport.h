@@ -51,6 +51,7 @@ struct SessionHealth {
   // Why it is not healthy; when healthy, non-empty means degraded (fewer paths than portals).
   std::string message;
   // CamelCase, for machines: "SessionGone", "SessionStopped", "SessionReconnecting",
+  // "ReplacementTimeoutPassed" (reconnecting, and I/O fails meanwhile),
   // "SessionDown", "LunIdentityChanged", "LunCapacityShrunk", "LoopDeviceGone",
   // "FuseConnectionAborted", "LoopDeviceDetaching" and "MultipathDegraded" (both degraded);
   // empty when healthy and not degraded.

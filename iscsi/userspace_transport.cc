@@ -375,8 +375,9 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
       break;
     default:
       h.message = absl::StrCat("iSCSI session is down: ", status.message());
-      h.reason =
-          status.state() == SessionStatus::RECONNECTING ? "SessionReconnecting" : "SessionDown";
+      h.reason = status.state() != SessionStatus::RECONNECTING ? "SessionDown"
+                 : status.io_failing()                         ? "ReplacementTimeoutPassed"
+                                                               : "SessionReconnecting";
       break;
   }
   if (h.healthy && !session.loop_device().empty()) {

@@ -462,7 +462,7 @@ TEST_F(ResilienceTest, ATargetGoneForGoodFailsIoAfterTheReplacementTimeoutAndSti
   ASSERT_TRUE(Health("vol-gone", &health).ok());
   ASSERT_GE(health.volume_health().health_statuses_size(), 1) << health.DebugString();
   EXPECT_EQ(health.volume_health().health_statuses(0).status(), csi::v1::INACCESSIBLE);
-  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "SessionReconnecting");
+  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "ReplacementTimeoutPassed");
   csi::v1::NodeGetStorageHealthResponse storage;
   ASSERT_TRUE(StorageHealth(&storage).ok());
   ASSERT_EQ(storage.backend_health_size(), 1) << storage.DebugString();

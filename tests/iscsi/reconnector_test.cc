@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "iscsi/server_status.h"
+
 namespace stagehand::iscsi {
 namespace {
 
@@ -27,6 +29,17 @@ TEST(FlapBackoffMsTest, WaitsLongerWhileTheConnectionKeepsFlapping) {
   EXPECT_EQ(FlapBackoffMs(250, milliseconds(1999)), 500);
   EXPECT_EQ(FlapBackoffMs(4000, milliseconds(10)), 5000);
   EXPECT_EQ(FlapBackoffMs(5000, milliseconds(10)), 5000);
+}
+
+TEST(StatusBoardTest, IoFailingLastsUntilTheReconnectEnds) {
+  StatusBoard board;
+  board.Publish(ServerState::kReconnecting, "connection lost");
+  EXPECT_FALSE(board.status.io_failing);
+  board.status.io_failing = true;  // The replacement timeout passed.
+  board.Publish(ServerState::kReconnecting, "still logging in");
+  EXPECT_TRUE(board.status.io_failing) << "still reconnecting: I/O still fails";
+  board.Publish(ServerState::kUp, "serving");
+  EXPECT_FALSE(board.status.io_failing);
 }
 
 }  // namespace
