@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -59,6 +61,28 @@ void CountAdd(DataPathCounters* counters, uint64_t DataPathCounters::*field, uin
   }
 }
 
+uint64_t MonotonicNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void Beat(DataPathCounters* counters) {
+  if (counters != nullptr) {
+    std::atomic_ref<uint64_t>(counters->heartbeat_ns)
+        .store(MonotonicNowNs(), std::memory_order_relaxed);
+  }
+}
+
+std::optional<std::chrono::milliseconds> SinceLastBeat(const DataPathCounters& counters,
+                                                       uint64_t now_ns) {
+  if (counters.heartbeat_ns == 0) {
+    return std::nullopt;
+  }
+  const uint64_t ago = now_ns > counters.heartbeat_ns ? now_ns - counters.heartbeat_ns : 0;
+  return std::chrono::milliseconds(ago / 1'000'000U);
+}
+
 absl::StatusOr<DataPathCounters> ReadCounters(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
@@ -69,9 +93,16 @@ absl::StatusOr<DataPathCounters> ReadCounters(const std::string& path) {
   if (n < 0) {
     return ErrnoStatus(errno, absl::StrCat("read '", path, "'"));
   }
-  if (static_cast<size_t>(n) != sizeof(counters) ||
-      counters.version != DataPathCounters{}.version) {
+  // Version 1 ended before the heartbeat.
+  constexpr size_t kVersion1Size = offsetof(DataPathCounters, heartbeat_ns);
+  const auto size = static_cast<size_t>(n);
+  const bool whole = size >= kVersion1Size && ((counters.version == 1 && size == kVersion1Size) ||
+                                               (counters.version == 2 && size == sizeof(counters)));
+  if (!whole) {
     return absl::DataLossError(absl::StrCat("'", path, "' is not a counters file of this version"));
+  }
+  if (counters.version == 1) {
+    counters.heartbeat_ns = 0;
   }
   return counters;
 }

@@ -30,6 +30,7 @@ constexpr int kTickSeconds = 1;
 struct FuseLunServer::Impl {
   std::string mountpoint;
   std::string file_name;
+  DataPathCounters* counters = nullptr;  // The heartbeat goes here; may be null.
   StatusBoard board;
   BufferPool pool;
   std::unique_ptr<CommandQueue> queue;
@@ -74,6 +75,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
   Impl* s = impl.get();
   s->mountpoint = options.mountpoint;
   s->file_name = options.file_name;
+  s->counters = options.counters;
   s->board.on_status = std::move(options.on_status);
   s->board.status.portal = options.login.portal.ToString();
   s->board.status.capacity_bytes = options.capacity.Bytes();
@@ -126,6 +128,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   // While logging in again: waits for a stop, and answers FUSE requests once they fail anyway.
   const Reconnector::Wait wait = [&s, &fuse_ended, stop_fd](std::chrono::milliseconds ms,
                                                             bool serve_fuse) {
+    Beat(s.counters);
     std::array<pollfd, 2> fds{{{stop_fd, POLLIN, 0}, {s.file->Fd(), POLLIN, 0}}};
     const nfds_t n = serve_fuse ? 2 : 1;
     if (poll(fds.data(), n, static_cast<int>(ms.count())) < 0 && errno != EINTR) {
@@ -139,6 +142,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   };
   s.board.Publish(ServerState::kUp, "serving");
   while (true) {
+    Beat(s.counters);  // At least once a tick: the agent reads it as the sign of life.
     if (s.queue->ReconnectRequested() && !s.reconnector->Reconnect(wait)) {
       break;
     }

@@ -25,6 +25,7 @@
 #include "base/paths.h"
 #include "base/process.h"
 #include "base/unique_fd.h"
+#include "iscsi/datapath_counters.h"
 #include "iscsi/loop_device.h"
 #include "iscsi/session_conversions.h"
 #include "iscsi/session_process.h"
@@ -400,6 +401,22 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
                                  "unstage the volume, then stage it again");
         h.reason = "LoopDeviceGone";
         break;
+    }
+  }
+  if (h.healthy) {
+    // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
+    const auto counters = ReadCounters(JoinPath(session.runtime_dir(), "counters"));
+    const auto since = counters.ok() ? SinceLastBeat(*counters, MonotonicNowNs()) : std::nullopt;
+    if (since && *since >= options_.heartbeat_timeout) {
+      h.healthy = false;
+      h.message = absl::StrCat("iSCSI session process ", session.pid(),
+                               " runs but its loop has not turned for ", since->count() / 1000,
+                               " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
+                               "volume waits until it answers: check the process (its stack in "
+                               "/proc/",
+                               session.pid(), "/task/*/stack)");
+      h.reason = "SessionNotAnswering";
+      return h;
     }
   }
   if (h.healthy && !session.loop_device().empty()) {

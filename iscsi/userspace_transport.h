@@ -30,6 +30,9 @@ struct UserspaceTransportOptions {
   // Requests waiting on the session's loop device with none completed for this long, while its
   // process runs and says UP, make it SessionNotAnswering (deadlocked, frozen).
   std::chrono::milliseconds stall_timeout{std::chrono::seconds(30)};
+  // A session whose loop (which turns at least once a second) has not turned for this long,
+  // while its process runs and says UP, is SessionNotAnswering whether or not I/O waits on it.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
 };
 
 class UserspaceTransport : public Transport {

@@ -1,7 +1,7 @@
 // A session process that runs but answers nothing (deadlocked, or frozen as here by the cgroup
 // v1 freezer: its state is not 'T', so it is not "stopped") while I/O waits on it: the volume is
 // reported SessionNotAnswering after the stall timeout, from the loop device's counters alone,
-// and healthy again once it completes I/O.
+// and healthy again once it completes I/O; with no I/O waiting, from its heartbeat.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -130,6 +130,37 @@ TEST_F(SessionStallTest, ASessionThatRunsButAnswersNothingIsReportedNotAnswering
   EXPECT_EQ(Reason("vol-stall"), "");
   EXPECT_TRUE(Unpublish("vol-stall", target).ok());
   EXPECT_TRUE(Unstage("vol-stall", Staging("vol-stall")).ok());
+}
+
+TEST_F(SessionStallTest, AFrozenSessionIsReportedNotAnsweringWithNoIoWaiting) {
+  if (access(kFreezer, W_OK) != 0) {
+    GTEST_SKIP() << "no cgroup v1 freezer at " << kFreezer;
+  }
+  AddLun();
+  ASSERT_TRUE(Stage(StageRequest("vol-idle", /*block=*/true)).ok());
+  const std::vector<int> pids = SessionPidsUnder(root_);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_EQ(Reason("vol-idle"), "");
+
+  std::optional<Frozen> frozen;
+  frozen.emplace(pids[0]);
+  ASSERT_TRUE(frozen->ok());
+  // Nothing waits on the loop device, so only the heartbeat (5 s by default) can tell.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string reason;
+  while ((reason = Reason("vol-idle")) != "SessionNotAnswering" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+
+  EXPECT_EQ(reason, "SessionNotAnswering");
+  frozen.reset();
+  while ((reason = Reason("vol-idle")) == "SessionNotAnswering" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(reason, "");
+  EXPECT_TRUE(Unstage("vol-idle", Staging("vol-idle")).ok());
 }
 
 }  // namespace

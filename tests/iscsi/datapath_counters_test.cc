@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstddef>
+
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
@@ -51,6 +53,36 @@ TEST_F(DataPathCountersTest, MissingAndForeignFilesAreErrors) {
   EXPECT_EQ(ReadCounters(path_).status().code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(WriteFileAtomically(path_, "short", 0600).ok());
   EXPECT_EQ(ReadCounters(path_).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(DataPathCountersTest, TheHeartbeatTellsHowLongAgoTheLoopTurned) {
+  auto file = CountersFile::Create(path_);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(SinceLastBeat(*ReadCounters(path_), MonotonicNowNs()), std::nullopt);
+
+  Beat(file->get());
+  const uint64_t beat = ReadCounters(path_)->heartbeat_ns;
+
+  EXPECT_GT(beat, 0u);
+  EXPECT_EQ(SinceLastBeat(*ReadCounters(path_), beat + 7'500'000'000U),
+            std::chrono::milliseconds(7500));
+  EXPECT_EQ(SinceLastBeat(*ReadCounters(path_), beat - 1), std::chrono::milliseconds(0));
+}
+
+TEST_F(DataPathCountersTest, AFileOfTheFirstLayoutReadsWithoutAHeartbeat) {
+  DataPathCounters old;
+  old.version = 1;
+  old.read_ops = 3;
+  old.heartbeat_ns = 42;  // Not part of version 1: cut off below.
+  const std::string bytes(reinterpret_cast<const char*>(&old),
+                          offsetof(DataPathCounters, heartbeat_ns));
+  ASSERT_TRUE(WriteFileAtomically(path_, bytes, 0600).ok());
+
+  auto read = ReadCounters(path_);
+
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->read_ops, 3u);
+  EXPECT_EQ(read->heartbeat_ns, 0u);
 }
 
 TEST(CountAddTest, NullCountersAreIgnored) {
