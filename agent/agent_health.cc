@@ -49,6 +49,22 @@ absl::Status AgentHealth::Ready() const {
   return absl::OkStatus();
 }
 
+std::vector<std::string> AgentHealth::VolumeProblems() const {
+  std::vector<std::string> out;
+  if (sources_.reconciler == nullptr) {
+    return sources_.driver_volume_problems ? sources_.driver_volume_problems() : out;
+  }
+  for (const auto& v : sources_.reconciler->Status().volumes) {
+    if (reconciler::IsFailing(v.phase)) {
+      out.push_back(
+          absl::StrCat("volume '", v.name, "': ", v.last_error.empty() ? v.blocked : v.last_error));
+    } else if (!v.condition.empty()) {
+      out.push_back(absl::StrCat("volume '", v.name, "' is abnormal: ", v.condition));
+    }
+  }
+  return out;
+}
+
 absl::Status AgentHealth::Live() const {
   if (sources_.reconciler != nullptr) {
     (void)sources_.reconciler->Generation();  // Takes the loop's lock.

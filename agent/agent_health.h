@@ -4,6 +4,7 @@
 // watchdog, the agent API's GetStatus (counts, ready), the stagehand_volumes metric, /readyz and
 // /healthz.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,6 +44,8 @@ class AgentHealth {
     const standalone::ManifestSource* manifests = nullptr;
     // Always set: what the registering side told the built-in driver's registrar.
     const RegistrarRecord* registrar = nullptr;
+    // Without a reconciler: one line per abnormal volume of the built-in driver (may be empty).
+    std::function<std::vector<std::string>()> driver_volume_problems;
   };
 
   explicit AgentHealth(Sources sources) : sources_(std::move(sources)) {}
@@ -56,6 +59,11 @@ class AgentHealth {
   // Alive (/healthz, the systemd watchdog): hangs rather than answer if the reconciler's lock
   // is stuck, so the probe times out and the watchdog fires.
   absl::Status Live() const;
+
+  // One line per volume that needs someone to act: failing, blocked or abnormal ("volume 'v1'
+  // is abnormal: SessionGone: ..."). /readyz lists them under its answer: a broken volume does
+  // not make the agent unready (it still serves every other volume and the repairs).
+  std::vector<std::string> VolumeProblems() const;
 
   // One line for `systemctl status`, e.g. "serving; 3 volumes, 2 published, 1 failing; ...".
   std::string Summary() const;

@@ -73,13 +73,10 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const v1::GetStatusRe
     response->set_volumes(counts.total);
     response->set_volumes_published(counts.published);
     response->set_volumes_failing(counts.failing);
+    for (auto& problem : health_.VolumeProblems()) {
+      response->add_problems(std::move(problem));
+    }
     for (const auto& v : status.volumes) {
-      if (reconciler::IsFailing(v.phase)) {
-        response->add_problems(absl::StrCat(
-            "volume '", v.name, "': ", v.last_error.empty() ? v.blocked : v.last_error));
-      } else if (!v.condition.empty()) {
-        response->add_problems(absl::StrCat("volume '", v.name, "' is abnormal: ", v.condition));
-      }
       if (!v.manifest_error.empty()) {
         (*response->mutable_manifest_errors())[v.manifest_file] = v.manifest_error;
       }

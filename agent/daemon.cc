@@ -381,6 +381,14 @@ absl::Status AgentDaemon::StartAgentApi() {
   sources.registry = options_.watch_plugins ? &registry_ : nullptr;
   sources.manifests = manifests_.get();
   sources.registrar = registrar_record_.get();
+  if (!reconciler_ && node_) {
+    sources.driver_volume_problems = [node = node_.get(), name = options_.driver_name] {
+      v1::ListVolumesResponse volumes;
+      std::vector<std::string> problems;
+      ListDriverVolumes(*node, name, &volumes, &problems);
+      return problems;
+    };
+  }
   health_ = std::make_unique<AgentHealth>(std::move(sources));
   agent_service_ = std::make_unique<AgentService>(
       AgentInfo{std::string(kVersion), kubernetes() ? "kubernetes" : "standalone", options_.node_id,
@@ -423,7 +431,8 @@ absl::Status AgentDaemon::StartMetrics() {
       metrics_server_,
       MetricsServer::Start(options_.metrics_address, {operation_metrics_.registry(), collectable_},
                            {[health = health_.get()] { return health->Live(); },
-                            [health = health_.get()] { return health->Ready(); }}));
+                            [health = health_.get()] { return health->Ready(); },
+                            [health = health_.get()] { return health->VolumeProblems(); }}));
   agent_service_->set_metrics_port(metrics_server_->port());
   Log().info("metrics on {} port {} (/metrics, /healthz, /readyz)", options_.metrics_address,
              metrics_server_->port());

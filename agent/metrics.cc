@@ -375,10 +375,13 @@ std::optional<std::pair<int, std::string>> MetricsServer::Probe(std::string_view
     return std::nullopt;
   }
   const absl::Status s = *check ? (*check)() : absl::OkStatus();
-  if (s.ok()) {
-    return std::make_pair(200, std::string("ok"));
+  std::string body = s.ok() ? std::string("ok") : std::string(s.message());
+  if (check == &probes_.ready && probes_.details) {
+    for (const std::string& line : probes_.details()) {
+      absl::StrAppend(&body, "\n", line);
+    }
   }
-  return std::make_pair(503, std::string(s.message()));
+  return std::make_pair(s.ok() ? 200 : 503, std::move(body));
 }
 
 }  // namespace stagehand::agent

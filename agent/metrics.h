@@ -100,12 +100,14 @@ class AgentCollectable final : public prometheus::Collectable {
 };
 
 // The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:
-// `ready` (200 with "ok", else 503 with the reason).
+// `ready` (200 with "ok", else 503 with the reason), followed by one line per entry of `details`
+// (volumes that need someone to act).
 class MetricsServer {
  public:
   struct Probes {
     std::function<absl::Status()> live;
     std::function<absl::Status()> ready;
+    std::function<std::vector<std::string>()> details;  // May be empty.
   };
 
   // `address` is host:port ("127.0.0.1:29780", "[::1]:29780", "0.0.0.0:29780").

@@ -103,22 +103,29 @@ TEST(AgentHealthTest, KubernetesModeIsReadyOnceTheKubeletRegisteredTheDriver) {
   testing::TempDir dir;
   RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
   record.Initial(registration::RegistrarStatus{});
-  AgentHealth health({.driver_name = "x.dev", .registrar = &record});
+  AgentHealth health({.driver_name = "x.dev", .registrar = &record, .driver_volume_problems = [] {
+                        return std::vector<std::string>{"volume 'v1' is abnormal: SessionGone"};
+                      }});
   EXPECT_EQ(health.Ready().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("has not registered"));
   record.Update(Notified(false, "bad socket"));
   EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("registration rejected: bad socket"));
   record.Update(Notified(true, ""));
-  EXPECT_TRUE(health.Ready().ok()) << health.Ready();
+  EXPECT_TRUE(health.Ready().ok()) << health.Ready() << ": a broken volume leaves it ready";
   EXPECT_TRUE(health.Live().ok());
   EXPECT_EQ(health.Summary(), "serving");
+  EXPECT_THAT(health.VolumeProblems(),
+              ::testing::ElementsAre("volume 'v1' is abnormal: SessionGone"));
 }
 
 TEST(AgentHealthTest, StandaloneNeedsTheBuiltInDriverInTheRegistry) {
   testing::TempDir dir;
   RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
   registration::Registry registry;
-  AgentHealth health({.driver_name = "x.dev", .registry = &registry, .registrar = &record});
+  AgentHealth health({.driver_name = "x.dev",
+                      .registry = &registry,
+                      .registrar = &record,
+                      .driver_volume_problems = nullptr});
   EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("'x.dev' is not registered"));
   EXPECT_EQ(health.Summary(), "serving; 0 plugins, 0 unhealthy");
 

@@ -82,13 +82,24 @@ class HealthTest : public NodeIntegrationTest {
     return r.ok() ? r->output : "";
   }
 
-  // The stagehand_volume_health_problem lines of /metrics for `volume_id`.
-  std::string ProblemMetrics(const std::string& volume_id) const {
+  int MetricsPort() const {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     agentpb::AgentStatus status;
     EXPECT_TRUE(Agent()->GetStatus(&context, {}, &status).ok());
-    const auto metrics = HttpGet(status.metrics_port(), "/metrics");
+    return status.metrics_port();
+  }
+
+  // What /readyz answers (503 here: no kubelet registers the driver), whatever its code.
+  std::string Readyz() const {
+    const auto readyz = HttpGet(MetricsPort(), "/readyz");
+    EXPECT_TRUE(readyz.has_value());
+    return readyz ? readyz->body : "";
+  }
+
+  // The stagehand_volume_health_problem lines of /metrics for `volume_id`.
+  std::string ProblemMetrics(const std::string& volume_id) const {
+    const auto metrics = HttpGet(MetricsPort(), "/metrics");
     EXPECT_TRUE(metrics && metrics->code == 200);
     std::string lines;
     for (const auto line : absl::StrSplit(metrics ? metrics->body : "", '\n')) {
@@ -132,6 +143,8 @@ class HealthTest : public NodeIntegrationTest {
     EXPECT_THAT(ProblemMetrics(volume_id),
                 HasSubstr(absl::StrCat("status=\"", csi::v1::VolumeHealthErrorType_Name(status),
                                        "\",reason=\"", reason, "\"} 1")));
+    EXPECT_THAT(Readyz(), HasSubstr(absl::StrCat("volume '", volume_id, "' is abnormal: ")));
+    EXPECT_THAT(Readyz(), HasSubstr(reason + ": "));
   }
 
   void ExpectHealthy(const std::string& volume_id, const std::string& stats_path) {
@@ -144,6 +157,7 @@ class HealthTest : public NodeIntegrationTest {
     EXPECT_EQ(AgentCondition(volume_id), "");
     EXPECT_THAT(CliVolumes(), Not(HasSubstr("abnormal")));
     EXPECT_EQ(ProblemMetrics(volume_id), "");
+    EXPECT_THAT(Readyz(), Not(HasSubstr(absl::StrCat("'", volume_id, "'"))));
   }
 
   // The loop device whose backing file lies under the test's root ("" if none).
