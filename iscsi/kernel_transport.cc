@@ -412,6 +412,8 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
   const LunIdentity want = FromProto(session.identity());
   std::vector<std::string> problems;
   int working = 0;
+  bool reconnecting = false;
+  bool timed_out = false;
   for (const state::v1::KernelPath& path : session.paths()) {
     const Portal portal = FromProto(path.portal());
     const std::string where = absl::StrCat(path.iqn(), " at ", portal.ToString());
@@ -421,6 +423,10 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
       continue;
     }
     if (s->state != "LOGGED_IN") {
+      // FAILED: the kernel is logging in again and I/O waits; FREE (after FAILED): the
+      // replacement timeout ran out and I/O fails meanwhile.
+      reconnecting = reconnecting || s->state == "FAILED";
+      timed_out = timed_out || s->state == "FREE";
       problems.push_back(absl::StrCat("iSCSI session to ", where, " is ", s->state));
       continue;
     }
@@ -459,7 +465,10 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
   if (h.identity_changed) {
     h.reason = "LunIdentityChanged";
   } else if (!h.healthy) {
-    h.reason = "SessionDown";
+    // The same reasons as the userspace transport's: reconnecting heals by itself.
+    h.reason = reconnecting ? "SessionReconnecting"
+               : timed_out  ? "ReplacementTimeoutPassed"
+                            : "SessionDown";
   } else if (!problems.empty()) {
     h.reason = "MultipathDegraded";
     h.message = absl::StrCat(working, " of ", session.paths_size(), " paths working: ", h.message);

@@ -186,7 +186,7 @@ TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
   EXPECT_EQ(host.Sessions(), 0);
 }
 
-TEST(KernelTransportTest, AFailedSessionOfTheOnlyPathIsDown) {
+TEST(KernelTransportTest, AFailedSessionOfTheOnlyPathIsReconnecting) {
   FakeHost host;
   KernelTransport t(host.Options());
   auto a = t.Attach(Request(1, {3260}));
@@ -196,8 +196,10 @@ TEST(KernelTransportTest, AFailedSessionOfTheOnlyPathIsDown) {
   const SessionHealth h = t.Health(a->session);
 
   EXPECT_FALSE(h.healthy);
-  EXPECT_EQ(h.reason, "SessionDown");
+  EXPECT_EQ(h.reason, "SessionReconnecting");
   EXPECT_THAT(h.message, HasSubstr("127.0.0.1:3260 is FAILED"));
+  host.SetSessionState("127.0.0.1:3260", "FREE");  // The recovery timeout ran out.
+  EXPECT_EQ(t.Health(a->session).reason, "ReplacementTimeoutPassed");
   host.SetSessionState("127.0.0.1:3260", "LOGGED_IN");
   EXPECT_TRUE(t.Health(a->session).healthy) << "healthy again once it is logged in";
   EXPECT_EQ(t.Health(a->session).reason, "");
@@ -220,7 +222,7 @@ TEST(KernelTransportTest, AMapWithAFailedPathIsDegradedAndWithNoneDown) {
   EXPECT_THAT(one.message, HasSubstr("1 of 2 paths working"));
   EXPECT_THAT(one.message, HasSubstr("127.0.0.1:3261 is FAILED"));
   EXPECT_FALSE(none.healthy);
-  EXPECT_EQ(none.reason, "SessionDown");
+  EXPECT_EQ(none.reason, "SessionReconnecting");
   ASSERT_THAT(t.Detach(a->session), IsOk());
 }
 
