@@ -46,17 +46,17 @@ if(SH_DPKG)
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
 endif()
 
-# Programs stagehand runs (mkfs.ext4, e2fsck, resize2fs; mkfs.xfs, xfs_growfs), the FUSE
-# helpers, and util-linux; the shared libraries are found by dpkg-shlibdeps when it is there
+# Programs stagehand runs (mkfs.ext4, e2fsck, resize2fs; mkfs.xfs, xfs_growfs) and util-linux
+# (FUSE needs only the kernel: stagehand speaks its protocol itself, as root); the shared libraries are found by dpkg-shlibdeps when it is there
 # (package dpkg-dev), else listed by hand for Debian 12.
-set(_sh_tools "fuse3, e2fsprogs, xfsprogs, util-linux")
+set(_sh_tools "e2fsprogs, xfsprogs, util-linux")
 find_program(SH_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(SH_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_sh_tools}")
 else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "${_sh_tools}, libiscsi7, libfuse3-3, libgrpc++1.51, libgrpc29, libprotobuf32, \
+      "${_sh_tools}, libiscsi7, libgrpc++1.51, libgrpc29, libprotobuf32, \
 libabsl20220623, libyaml-cpp0.7, libspdlog1.10, libfmt9, libmount1, libblkid1, libsystemd0, libsdbus-c++1, \
 libprometheus-cpp-pull1.0, libprometheus-cpp-core1.0, libcivetweb1, libstdc++6, libgcc-s1, libc6")
 endif()

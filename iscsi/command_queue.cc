@@ -30,7 +30,9 @@ void DisableCommandTimeouts(iscsi_context* ctx) {
 
 CommandQueue::CommandQueue(CommandQueueOptions options, IscsiContext ctx)
     : options_(std::move(options)), ctx_(std::move(ctx)) {
-  DisableCommandTimeouts(ctx_.get());
+  if (ctx_ != nullptr) {
+    DisableCommandTimeouts(ctx_.get());
+  }
 }
 
 CommandQueue::~CommandQueue() {

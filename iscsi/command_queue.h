@@ -36,7 +36,8 @@ struct CommandQueueOptions {
 
 class CommandQueue {
  public:
-  // Serves on `ctx` (logged in, identity checked). Command timeouts are turned off on it.
+  // Serves on `ctx` (logged in, identity checked; null: none yet, requests wait). Command
+  // timeouts are turned off on it.
   CommandQueue(CommandQueueOptions options, IscsiContext ctx);
   CommandQueue(const CommandQueue&) = delete;
   CommandQueue& operator=(const CommandQueue&) = delete;

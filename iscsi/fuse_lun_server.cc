@@ -37,6 +37,17 @@ struct FuseLunServer::Impl {
   std::unique_ptr<LunFile> file;
   std::unique_ptr<Reconnector> reconnector;
 
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // A server that stops ends its mount: nothing may use the LUN file after it.
+  ~Impl() {
+    if (file != nullptr) {
+      (void)file->Unmount();
+    }
+  }
+
   // A capacity read at login or on a refresh: a larger LUN grows the file; a smaller one (or
   // another block size) fails closed like another LUN, before the filesystem on it sees errors
   // past the new end. False when refused.

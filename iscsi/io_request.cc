@@ -1,10 +1,11 @@
-#define FUSE_USE_VERSION 34
-
 #include "iscsi/io_request.h"
 
-#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 
 #include <algorithm>
+#include <span>
+
+#include "iscsi/fuse_connection.h"
 
 namespace stagehand::iscsi {
 
@@ -38,11 +39,13 @@ void IoRequest::AllocateBuffer(BufferPool& from, size_t bytes) {
 void IoRequest::Reply(const scsi_task& task, DataPathCounters* counters) const {
   if (flush) {
     CountAdd(counters, &DataPathCounters::flush_ops, 1);
-    fuse_reply_err(req, 0);
+    (void)fuse->Reply(unique, 0);
   } else if (write) {
     CountAdd(counters, &DataPathCounters::write_ops, 1);
     CountAdd(counters, &DataPathCounters::write_bytes, slice_length);
-    fuse_reply_write(req, slice_length);
+    fuse_write_out out{};
+    out.size = static_cast<uint32_t>(slice_length);
+    (void)fuse->Reply(unique, 0, {BytesOf(out)});
   } else {
     // A short read would leave stale bytes in the buffer.
     if (task.residual_status == SCSI_RESIDUAL_UNDERFLOW && task.residual > 0) {
@@ -51,13 +54,14 @@ void IoRequest::Reply(const scsi_task& task, DataPathCounters* counters) const {
     }
     CountAdd(counters, &DataPathCounters::read_ops, 1);
     CountAdd(counters, &DataPathCounters::read_bytes, slice_length);
-    fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.get()) + slice_offset, slice_length);
+    (void)fuse->Reply(unique, 0,
+                      {std::span<const uint8_t>(buffer.get() + slice_offset, slice_length)});
   }
 }
 
 void IoRequest::Fail(int error, DataPathCounters* counters) const {
   CountAdd(counters, &DataPathCounters::io_errors, 1);
-  fuse_reply_err(req, error);
+  (void)fuse->Reply(unique, error);
 }
 
 }  // namespace stagehand::iscsi

@@ -12,9 +12,9 @@
 #include "iscsi/datapath_counters.h"
 #include "iscsi/iscsi_handles.h"
 
-struct fuse_req;
-
 namespace stagehand::iscsi {
+
+class FuseConnection;
 
 // The kernel splits larger I/O into FUSE requests of at most this size and sends them all at
 // once, so the target works on one piece while the next is copied and on the wire (1 MiB
@@ -49,7 +49,8 @@ class CommandQueue;
 
 // Owned by the libiscsi task's private data while in flight, by a queue while it waits.
 struct IoRequest {
-  fuse_req* req = nullptr;
+  FuseConnection* fuse = nullptr;  // Where the answer goes.
+  uint64_t unique = 0;             // The FUSE request it answers.
   bool write = false;
   bool flush = false;
   uint64_t lba = 0;
@@ -57,7 +58,7 @@ struct IoRequest {
   size_t slice_offset = 0;  // Reads: where the requested bytes start in `buffer`.
   size_t slice_length = 0;  // Reads: requested bytes; writes: bytes acknowledged.
   // Reads: the whole blocks covering the request, libiscsi puts the data-in here directly;
-  // writes: the payload, copied out of libfuse's receive buffer (reused by the next request).
+  // writes: the payload, copied out of the receive buffer (reused by the next request).
   std::unique_ptr<uint8_t[]> buffer;
   size_t buffer_size = 0;
   scsi_iovec iov{};  // Reads: points into `buffer` (lives as long as the task).

@@ -1,15 +1,15 @@
-#define FUSE_USE_VERSION 34
-
 #include "iscsi/lun_file.h"
 
-#include <fcntl.h>
-#include <fuse_lowlevel.h>
+#include <dirent.h>
 #include <linux/falloc.h>
+#include <linux/fuse.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -20,269 +20,337 @@
 namespace stagehand::iscsi {
 namespace {
 
-constexpr fuse_ino_t kRootIno = FUSE_ROOT_ID;
-constexpr fuse_ino_t kLunIno = 2;
+// The oldest protocol this server speaks: 7.31 (Linux 5.9) has every field used here.
+constexpr uint32_t kMinMinor = 31;
+// The newest it knows; the kernel and the server settle on the smaller of theirs.
+constexpr uint32_t kMaxMinor = 38;
+
+// What the server asks for at INIT, of what the kernel offers: reads in parallel, big writes,
+// asynchronous direct I/O (the loop device's requests stay in flight together) and requests
+// of up to kMaxRequestBytes (max_pages).
+constexpr uint32_t kWantedFlags =
+    FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_ASYNC_DIO | FUSE_MAX_PAGES | FUSE_PARALLEL_DIROPS;
+
+constexpr uint32_t kMaxBackground = 64;
+constexpr uint32_t kCongestionThreshold = 48;
+
+// The largest request: a write of kMaxRequestBytes after its headers (at least the 8 KiB the
+// kernel insists on).
+constexpr size_t kReceiveBytes = kMaxRequestBytes + 4096;
+
+// A struct the request carries after its header; nullptr when the request is too short.
+template <typename T>
+const T* ArgAs(std::span<const uint8_t> arg) {
+  return arg.size() >= sizeof(T) ? reinterpret_cast<const T*>(arg.data()) : nullptr;
+}
+
+fuse_attr AttrOf(uint64_t ino, const LunCapacity& capacity) {
+  fuse_attr attr{};
+  attr.ino = ino;
+  if (ino == kRootInode) {
+    attr.mode = S_IFDIR | 0700;
+    attr.nlink = 2;
+  } else {
+    attr.mode = S_IFREG | 0600;
+    attr.nlink = 1;
+    attr.size = capacity.Bytes();
+    attr.blocks = capacity.Bytes() / 512;
+    attr.blksize = capacity.block_size;
+  }
+  return attr;
+}
+
+// Appends one directory entry (struct fuse_dirent, its name, padding to 8 bytes) to `out`
+// unless that would pass `limit` bytes. False when it did not fit.
+bool AddDirent(std::vector<uint8_t>& out, size_t limit, uint64_t ino, uint64_t next_offset,
+               uint32_t type, std::string_view name) {
+  const size_t entry = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + name.size());
+  if (out.size() + entry > limit) {
+    return false;
+  }
+  const size_t at = out.size();
+  out.resize(at + entry, 0);
+  fuse_dirent d{};
+  d.ino = ino;
+  d.off = next_offset;
+  d.namelen = static_cast<uint32_t>(name.size());
+  d.type = type;
+  std::memcpy(out.data() + at, &d, FUSE_NAME_OFFSET);
+  std::memcpy(out.data() + at + FUSE_NAME_OFFSET, name.data(), name.size());
+  return true;
+}
 
 }  // namespace
 
-// The FUSE operations. `fuse_req_userdata(req)` is the LunFile.
-struct LunFile::Ops {
-  static LunFile& Self(fuse_req_t req) { return *static_cast<LunFile*>(fuse_req_userdata(req)); }
-
-  static struct stat LunStat(const LunFile& self) {
-    struct stat st {};
-
-    st.st_ino = kLunIno;
-    st.st_mode = S_IFREG | 0600;
-    st.st_nlink = 1;
-    st.st_size = static_cast<off_t>(self.capacity_.Bytes());
-    st.st_blksize = static_cast<blksize_t>(self.capacity_.block_size);
-    st.st_blocks = static_cast<blkcnt_t>(self.capacity_.Bytes() / 512);
-    return st;
-  }
-
-  static void Init(void* /*userdata*/, fuse_conn_info* conn) {
-    conn->max_write = kMaxRequestBytes;
-    conn->max_read = kMaxRequestBytes;  // Must match the max_read mount option.
-    conn->max_background = 64;
-    conn->congestion_threshold = 48;
-    conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-  }
-
-  static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-    LunFile& self = Self(req);
-    if (parent != kRootIno || self.file_name_ != name) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    fuse_entry_param e{};
-    e.ino = kLunIno;
-    e.attr = LunStat(self);
-    e.attr_timeout = 1.0;
-    e.entry_timeout = 1.0;
-    fuse_reply_entry(req, &e);
-  }
-
-  static void Getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info* /*fi*/) {
-    if (ino == kRootIno) {
-      struct stat st {};
-
-      st.st_ino = kRootIno;
-      st.st_mode = S_IFDIR | 0700;
-      st.st_nlink = 2;
-      fuse_reply_attr(req, &st, 1.0);
-    } else if (ino == kLunIno) {
-      struct stat st = LunStat(Self(req));
-      fuse_reply_attr(req, &st, 1.0);
-    } else {
-      fuse_reply_err(req, ENOENT);
-    }
-  }
-
-  static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    if (ino != kLunIno) {
-      fuse_reply_err(req, EISDIR);
-      return;
-    }
-    fi->direct_io = 1;  // No page cache in between: the loop device above caches already.
-    fi->keep_cache = 0;
-    fuse_reply_open(req, fi);
-  }
-
-  static std::unique_ptr<IoRequest> NewRequest(fuse_req_t req, const MappedIo& io) {
-    auto r = std::make_unique<IoRequest>();
-    r->req = req;
-    r->lba = io.lba;
-    r->blocks = io.blocks;
-    r->slice_offset = io.slice_offset;
-    r->slice_length = io.slice_length;
-    return r;
-  }
-
-  static void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* /*fi*/) {
-    LunFile& self = Self(req);
-    const MappedIo io = ino == kLunIno
-                            ? MapRead(off, size, self.capacity_.Bytes(), self.capacity_.block_size)
-                            : MappedIo{.error = EINVAL};
-    if (io.error != 0) {
-      fuse_reply_err(req, io.error);
-      return;
-    }
-    if (io.blocks == 0) {
-      fuse_reply_buf(req, nullptr, 0);
-      return;
-    }
-    auto r = NewRequest(req, io);
-    r->AllocateBuffer(self.pool_, io.blocks * self.capacity_.block_size);
-    self.queue_.Submit(std::move(r));
-  }
-
-  static void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
-                    fuse_file_info* /*fi*/) {
-    LunFile& self = Self(req);
-    const MappedIo io = ino == kLunIno
-                            ? MapWrite(off, size, self.capacity_.Bytes(), self.capacity_.block_size)
-                            : MappedIo{.error = EINVAL};
-    if (io.error != 0) {
-      fuse_reply_err(req, io.error);
-      return;
-    }
-    if (io.blocks == 0) {
-      fuse_reply_write(req, 0);
-      return;
-    }
-    auto r = NewRequest(req, io);
-    r->write = true;
-    r->AllocateBuffer(self.pool_, io.slice_length);
-    std::memcpy(r->buffer.get(), buf, io.slice_length);
-    self.queue_.Submit(std::move(r));
-  }
-
-  static void Fsync(fuse_req_t req, fuse_ino_t /*ino*/, int /*datasync*/, fuse_file_info* /*fi*/) {
-    auto r = std::make_unique<IoRequest>();
-    r->req = req;
-    r->flush = true;
-    Self(req).queue_.Submit(std::move(r));
-  }
-
-  static void Flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* /*fi*/) {
-    fuse_reply_err(req, 0);
-  }
-
-  static void Release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* /*fi*/) {
-    fuse_reply_err(req, 0);
-  }
-
-  static void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                      fuse_file_info* /*fi*/) {
-    const LunFile& self = Self(req);
-    if (ino != kRootIno) {
-      fuse_reply_err(req, ENOTDIR);
-      return;
-    }
-    std::vector<char> buf(size);
-    size_t used = 0;
-
-    struct Entry {
-      const char* name;
-      fuse_ino_t ino;
-      mode_t mode;
-    };
-
-    const std::array<Entry, 3> entries = {{{".", kRootIno, S_IFDIR},
-                                           {"..", kRootIno, S_IFDIR},
-                                           {self.file_name_.c_str(), kLunIno, S_IFREG}}};
-    for (off_t i = off; i < static_cast<off_t>(entries.size()); ++i) {
-      struct stat st {};
-
-      const Entry& entry = entries[static_cast<size_t>(i)];
-      st.st_ino = entry.ino;
-      st.st_mode = entry.mode;
-      const size_t need =
-          fuse_add_direntry(req, buf.data() + used, size - used, entry.name, &st, i + 1);
-      if (need > size - used) {
-        break;
-      }
-      used += need;
-    }
-    fuse_reply_buf(req, buf.data(), used);
-  }
-
-  // Allocation requests are no-ops (every block of a LUN exists). Zeroing and punching holes
-  // are refused, so the kernel writes zeros itself: tgtd drops the connection on some WRITE SAME
-  // commands (seen after a reconnect), so we do not offload them. See the closing note of
-  // issue 2.
-  static void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-                        fuse_file_info* /*fi*/) {
-    const LunFile& self = Self(req);
-    if (ino != kLunIno || offset < 0 || length <= 0) {
-      fuse_reply_err(req, EINVAL);
-      return;
-    }
-    if ((mode & ~FALLOC_FL_KEEP_SIZE) != 0) {
-      fuse_reply_err(req, EOPNOTSUPP);
-      return;
-    }
-    const bool fits =
-        static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) <= self.capacity_.Bytes();
-    fuse_reply_err(req, fits ? 0 : EFBIG);
-  }
-
-  static fuse_lowlevel_ops Table() {
-    fuse_lowlevel_ops ops{};
-    ops.init = &Init;
-    ops.lookup = &Lookup;
-    ops.getattr = &Getattr;
-    ops.open = &Open;
-    ops.read = &Read;
-    ops.write = &Write;
-    ops.flush = &Flush;
-    ops.release = &Release;
-    ops.fsync = &Fsync;
-    ops.readdir = &Readdir;
-    ops.fallocate = &Fallocate;
-    return ops;
-  }
-};
-
-LunFile::LunFile(std::string file_name, LunCapacity capacity, CommandQueue& queue, BufferPool& pool)
-    : file_name_(std::move(file_name)),
+LunFile::LunFile(FuseConnection connection, std::string file_name, LunCapacity capacity,
+                 CommandQueue& queue, BufferPool& pool)
+    : connection_(std::move(connection)),
+      file_name_(std::move(file_name)),
       capacity_(capacity),
       queue_(queue),
       pool_(pool),
-      buf_(std::make_unique<fuse_buf>()) {}
-
-LunFile::~LunFile() {
-  if (session_ != nullptr) {
-    if (mounted_) {
-      fuse_session_unmount(session_);
-    }
-    fuse_session_destroy(session_);
-  }
-  free(buf_->mem);  // libfuse allocates it with malloc.
-}
+      receive_(new uint8_t[kReceiveBytes]) {}
 
 absl::StatusOr<std::unique_ptr<LunFile>> LunFile::Mount(const std::string& mountpoint,
                                                         std::string file_name, LunCapacity capacity,
                                                         CommandQueue& queue, BufferPool& pool) {
-  std::unique_ptr<LunFile> file(new LunFile(std::move(file_name), capacity, queue, pool));
-  const std::string fsname =
-      absl::StrCat("-ofsname=stagehand,subtype=iscsi,max_read=", kMaxRequestBytes);
-  std::vector<char*> argv = {const_cast<char*>("stagehand-session"),
-                             const_cast<char*>(fsname.c_str())};
-  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
-  const fuse_lowlevel_ops ops = Ops::Table();
-  file->session_ = fuse_session_new(&args, &ops, sizeof(ops), file.get());
-  fuse_opt_free_args(&args);
-  if (file->session_ == nullptr) {
-    return absl::InternalError("cannot create FUSE session");
-  }
-  if (fuse_session_mount(file->session_, mountpoint.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot mount FUSE at '", mountpoint, "'"));
-  }
-  file->mounted_ = true;
-  const int fd = fuse_session_fd(file->session_);
-  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-    return ErrnoStatus(errno, "set /dev/fuse non-blocking");
-  }
-  return file;
-}
-
-int LunFile::Fd() const {
-  return fuse_session_fd(session_);
+  FuseMountOptions options;
+  options.mountpoint = mountpoint;
+  options.max_read = kMaxRequestBytes;
+  SH_ASSIGN_OR_RETURN(FuseConnection connection, FuseConnection::Mount(options));
+  return std::make_unique<LunFile>(std::move(connection), std::move(file_name), capacity, queue,
+                                   pool);
 }
 
 bool LunFile::Serve() {
   while (true) {
-    const int res = fuse_session_receive_buf(session_, buf_.get());
-    if (res == -EAGAIN || res == -EINTR) {
-      return true;
-    }
-    if (res <= 0 || fuse_session_exited(session_) != 0) {
+    const absl::StatusOr<size_t> n =
+        connection_.Receive(std::span<uint8_t>(receive_.get(), kReceiveBytes));
+    if (!n.ok()) {
       return false;
     }
-    fuse_session_process_buf(session_, buf_.get());
+    if (*n == 0) {
+      return true;
+    }
+    Dispatch(std::span<const uint8_t>(receive_.get(), *n));
   }
+}
+
+void LunFile::Answer(uint64_t unique, int error, std::span<const uint8_t> payload) {
+  // A reply the kernel refuses is a bug here, and nothing can be done about it now: the
+  // request stays unanswered, which the stall checks report.
+  (void)connection_.Reply(unique, error, {payload});
+}
+
+void LunFile::Dispatch(std::span<const uint8_t> in) {
+  const auto* header = ArgAs<fuse_in_header>(in);
+  if (header == nullptr || header->len != in.size()) {
+    return;  // Not a request the kernel sends; there is nothing to answer it with.
+  }
+  const uint64_t unique = header->unique;
+  const uint64_t ino = header->nodeid;
+  const std::span<const uint8_t> arg = in.subspan(sizeof(fuse_in_header));
+  switch (header->opcode) {
+    case FUSE_INIT:
+      Init(unique, arg);
+      return;
+    case FUSE_LOOKUP:
+      Lookup(unique, ino, arg);
+      return;
+    case FUSE_GETATTR:
+      Getattr(unique, ino);
+      return;
+    case FUSE_OPEN:
+      Open(unique, ino);
+      return;
+    case FUSE_OPENDIR: {
+      const fuse_open_out out{};
+      Answer(unique, ino == kRootInode ? 0 : ENOTDIR, BytesOf(out));
+      return;
+    }
+    case FUSE_READ:
+      Read(unique, ino, arg);
+      return;
+    case FUSE_WRITE:
+      Write(unique, ino, arg);
+      return;
+    case FUSE_FSYNC:
+      Fsync(unique);
+      return;
+    case FUSE_READDIR:
+      Readdir(unique, ino, arg);
+      return;
+    case FUSE_STATFS:
+      Statfs(unique);
+      return;
+    case FUSE_FALLOCATE:
+      Fallocate(unique, ino, arg);
+      return;
+    case FUSE_FLUSH:
+    case FUSE_RELEASE:
+    case FUSE_RELEASEDIR:
+    case FUSE_DESTROY:
+      Answer(unique, 0);
+      return;
+    case FUSE_FORGET:
+    case FUSE_BATCH_FORGET:
+    case FUSE_INTERRUPT:
+      return;  // Never answered. Interrupts are moot: every request here completes or fails.
+    default:
+      // ENOSYS: the kernel stops sending what it can do without us (access, xattrs, ...).
+      Answer(unique, ENOSYS);
+      return;
+  }
+}
+
+void LunFile::Init(uint64_t unique, std::span<const uint8_t> arg) {
+  // Protocols before 7.36 send a shorter INIT (no flags2); the first four fields are the same.
+  if (arg.size() < offsetof(fuse_init_in, flags2)) {
+    Answer(unique, EINVAL);
+    return;
+  }
+  fuse_init_in got{};
+  std::memcpy(&got, arg.data(), std::min(arg.size(), sizeof(got)));
+  fuse_init_out out{};
+  out.major = FUSE_KERNEL_VERSION;
+  out.minor = std::min(got.minor, kMaxMinor);
+  if (got.major != FUSE_KERNEL_VERSION || got.minor < kMinMinor) {
+    // Another major: answer with ours (the kernel then retries or gives up); too old a minor:
+    // refuse, rather than mis-speak an older layout.
+    Answer(unique, got.major != FUSE_KERNEL_VERSION ? 0 : EPROTO, BytesOf(out));
+    return;
+  }
+  out.max_readahead = got.max_readahead;
+  out.flags = got.flags & kWantedFlags;
+  out.max_background = kMaxBackground;
+  out.congestion_threshold = kCongestionThreshold;
+  out.max_write = kMaxRequestBytes;
+  out.time_gran = 1;
+  out.max_pages = static_cast<uint16_t>(kMaxRequestBytes / static_cast<uint32_t>(getpagesize()));
+  Answer(unique, 0, BytesOf(out));
+}
+
+void LunFile::Lookup(uint64_t unique, uint64_t parent, std::span<const uint8_t> arg) {
+  // The name, NUL-terminated.
+  const auto end = std::find(arg.begin(), arg.end(), uint8_t{0});
+  const std::string_view name(reinterpret_cast<const char*>(arg.data()),
+                              static_cast<size_t>(end - arg.begin()));
+  if (parent != kRootInode || name != file_name_) {
+    Answer(unique, ENOENT);
+    return;
+  }
+  fuse_entry_out e{};
+  e.nodeid = kLunInode;
+  e.generation = 1;
+  e.entry_valid = 1;
+  e.attr_valid = 1;
+  e.attr = AttrOf(kLunInode, capacity_);
+  Answer(unique, 0, BytesOf(e));
+}
+
+void LunFile::Getattr(uint64_t unique, uint64_t ino) {
+  if (ino != kRootInode && ino != kLunInode) {
+    Answer(unique, ENOENT);
+    return;
+  }
+  fuse_attr_out out{};
+  out.attr_valid = 1;
+  out.attr = AttrOf(ino, capacity_);
+  Answer(unique, 0, BytesOf(out));
+}
+
+void LunFile::Open(uint64_t unique, uint64_t ino) {
+  if (ino != kLunInode) {
+    Answer(unique, EISDIR);
+    return;
+  }
+  fuse_open_out out{};
+  out.open_flags = FOPEN_DIRECT_IO;  // No page cache in between: the loop device caches already.
+  Answer(unique, 0, BytesOf(out));
+}
+
+void LunFile::Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) {
+  const auto* in = ArgAs<fuse_read_in>(arg);
+  const MappedIo io = ino == kLunInode && in != nullptr
+                          ? MapRead(static_cast<int64_t>(in->offset), in->size, capacity_.Bytes(),
+                                    capacity_.block_size)
+                          : MappedIo{.error = EINVAL};
+  if (io.error != 0 || io.blocks == 0) {
+    Answer(unique, io.error);
+    return;
+  }
+  auto r = std::make_unique<IoRequest>();
+  r->fuse = &connection_;
+  r->unique = unique;
+  r->lba = io.lba;
+  r->blocks = io.blocks;
+  r->slice_offset = io.slice_offset;
+  r->slice_length = io.slice_length;
+  r->AllocateBuffer(pool_, io.blocks * capacity_.block_size);
+  queue_.Submit(std::move(r));
+}
+
+void LunFile::Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) {
+  const auto* in = ArgAs<fuse_write_in>(arg);
+  const std::span<const uint8_t> data =
+      in != nullptr ? arg.subspan(sizeof(fuse_write_in)) : std::span<const uint8_t>();
+  const MappedIo io = ino == kLunInode && in != nullptr && data.size() >= in->size
+                          ? MapWrite(static_cast<int64_t>(in->offset), in->size, capacity_.Bytes(),
+                                     capacity_.block_size)
+                          : MappedIo{.error = EINVAL};
+  if (io.error != 0 || io.blocks == 0) {
+    fuse_write_out out{};  // An empty write past the end: zero bytes written.
+    Answer(unique, io.error, BytesOf(out));
+    return;
+  }
+  auto r = std::make_unique<IoRequest>();
+  r->fuse = &connection_;
+  r->unique = unique;
+  r->write = true;
+  r->lba = io.lba;
+  r->blocks = io.blocks;
+  r->slice_length = io.slice_length;
+  r->AllocateBuffer(pool_, io.slice_length);
+  std::memcpy(r->buffer.get(), data.data(), io.slice_length);
+  queue_.Submit(std::move(r));
+}
+
+void LunFile::Fsync(uint64_t unique) {
+  auto r = std::make_unique<IoRequest>();
+  r->fuse = &connection_;
+  r->unique = unique;
+  r->flush = true;
+  queue_.Submit(std::move(r));
+}
+
+void LunFile::Readdir(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) {
+  const auto* in = ArgAs<fuse_read_in>(arg);
+  if (ino != kRootInode || in == nullptr) {
+    Answer(unique, ino != kRootInode ? ENOTDIR : EINVAL);
+    return;
+  }
+
+  struct Entry {
+    std::string_view name;
+    uint64_t ino;
+    uint32_t type;
+  };
+
+  const std::array<Entry, 3> entries = {
+      {{".", kRootInode, DT_DIR}, {"..", kRootInode, DT_DIR}, {file_name_, kLunInode, DT_REG}}};
+  std::vector<uint8_t> out;
+  for (uint64_t i = in->offset; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    if (!AddDirent(out, in->size, e.ino, i + 1, e.type, e.name)) {
+      break;
+    }
+  }
+  Answer(unique, 0, out);
+}
+
+void LunFile::Statfs(uint64_t unique) {
+  fuse_statfs_out out{};
+  out.st.bsize = 512;
+  out.st.frsize = 512;
+  out.st.namelen = 255;
+  Answer(unique, 0, BytesOf(out));
+}
+
+// Allocation requests are no-ops (every block of a LUN exists). Zeroing and punching holes are
+// refused, so the kernel writes zeros itself: tgtd drops the connection on some WRITE SAME
+// commands (seen after a reconnect), so we do not offload them.
+void LunFile::Fallocate(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) {
+  const auto* in = ArgAs<fuse_fallocate_in>(arg);
+  if (ino != kLunInode || in == nullptr || in->length == 0) {
+    Answer(unique, EINVAL);
+    return;
+  }
+  if ((in->mode & ~static_cast<uint32_t>(FALLOC_FL_KEEP_SIZE)) != 0) {
+    Answer(unique, EOPNOTSUPP);
+    return;
+  }
+  const bool fits = in->offset <= capacity_.Bytes() && in->length <= capacity_.Bytes() - in->offset;
+  Answer(unique, fits ? 0 : EFBIG);
 }
 
 bool LunFile::GrowTo(const LunCapacity& capacity) {
@@ -290,7 +358,7 @@ bool LunFile::GrowTo(const LunCapacity& capacity) {
     return false;
   }
   capacity_ = capacity;
-  (void)fuse_lowlevel_notify_inval_inode(session_, kLunIno, 0, 0);
+  (void)connection_.NotifyInvalInode(kLunInode);
   return true;
 }
 

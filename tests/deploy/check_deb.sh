@@ -45,7 +45,7 @@ field() { dpkg-deb -f "$deb" "$1"; }
 depends=$(field Depends)
 # Package names alone, one a line (versions and alternatives dropped).
 names=$(tr ',|' '\n\n' <<<"$depends" | sed -E 's/^ +//; s/ .*//')
-for pkg in fuse3 e2fsprogs xfsprogs util-linux libiscsi7 libfuse3-3 libgrpc++1.51 libprotobuf32 \
+for pkg in e2fsprogs xfsprogs util-linux libiscsi7 libgrpc++1.51 libprotobuf32 \
            libyaml-cpp0.7 libspdlog1.10-fmt9 libfmt9 libmount1 libblkid1 libc6; do
   grep -qxF "$pkg" <<<"$names" || bad "Depends lacks $pkg: $depends"
 done
