@@ -1,6 +1,7 @@
 #include "base/file_io.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,6 +133,46 @@ absl::Status RemoveFileIfExists(const std::string& path) {
     return ErrnoStatus(errno, absl::StrCat("unlink '", path, "'"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view content) {
+  UniqueFd fd(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd) {
+    return ErrnoStatus(errno, "memfd_create");
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = write(fd.Get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return ErrnoStatus(errno, "write memfd");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fcntl(fd.Get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) {
+    return ErrnoStatus(errno, "seal memfd");
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadWholeFd(int fd) {
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (true) {
+    const ssize_t n = pread(fd, buf.data(), buf.size(), static_cast<off_t>(out.size()));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return ErrnoStatus(errno, "read descriptor");
+    }
+    if (n == 0) {
+      return out;
+    }
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
 }
 
 }  // namespace stagehand

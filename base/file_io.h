@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace stagehand {
 
@@ -40,5 +41,12 @@ absl::Status RemoveFileIfExists(const std::string& path);
 
 // Removes a file written with Durability::kAtomicRewrite and its previous version.
 absl::Status RemoveRewrittenFile(const std::string& path);
+
+// A memory file holding `content`, sealed against writes and resizing (memfd_create), for
+// handing data to another process through a descriptor without touching any filesystem.
+absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view content);
+
+// Everything `fd` holds, read from offset 0 with pread (the file offset is not moved).
+absl::StatusOr<std::string> ReadWholeFd(int fd);
 
 }  // namespace stagehand
