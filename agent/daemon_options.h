@@ -48,6 +48,9 @@ struct DaemonOptions {
   // A userspace session with I/O waiting and none completed for this long (while its process
   // runs and says UP) is reported SessionNotAnswering.
   std::chrono::milliseconds session_stall_timeout{std::chrono::seconds(30)};
+  // A userspace session process that misses its watchdog this long is killed and replaced by a
+  // successor that takes over its volume's I/O; 0: never.
+  std::chrono::seconds session_watchdog{30};
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name. Checked by ValidateNodeId (node_id.h).

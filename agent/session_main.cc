@@ -12,6 +12,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "iscsi/session_process.h"
 
@@ -38,5 +40,5 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "__list-libraries") == 0) {
     return ListLibraries();
   }
-  return stagehand::iscsi::RunSessionProcess(STDIN_FILENO, STDOUT_FILENO);
+  return stagehand::iscsi::SessionMain(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -28,6 +28,7 @@ struct Flags {
   double stats_seconds = 60;
   double health_seconds = 5;
   double stall_seconds = 30;
+  int watchdog_seconds = 30;
   double resync_seconds = 300;
   double probe_seconds = 30;
   std::string log_format = "auto";
@@ -92,6 +93,12 @@ void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags&
                  "Seconds a userspace session may leave I/O waiting without completing any "
                  "before its volume is reported SessionNotAnswering")
       ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--session-watchdog", f.watchdog_seconds,
+                 "Seconds a userspace session process may go without answering (stopped, "
+                 "deadlocked) before it is killed and a successor takes over its volume's I/O "
+                 "(0: never)")
+      ->check(CLI::Range(0, 86400))
       ->capture_default_str();
   app.add_option("--resync-period", f.resync_seconds,
                  "Seconds between the reconciler's safety-net checks of the mount table")
@@ -167,7 +174,7 @@ void AddLoggingFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f
 int main(int argc, char** argv) {
   // Internal role: a userspace iSCSI session process started by the transport (stdin/stdout).
   if (argc >= 2 && std::strcmp(argv[1], "__session") == 0) {
-    return stagehand::iscsi::RunSessionProcess(STDIN_FILENO, STDOUT_FILENO);
+    return stagehand::iscsi::SessionMain(std::vector<std::string>(argv + 2, argv + argc));
   }
   // One malloc arena, set before any thread starts. The agent's threads mostly wait; with
   // glibc's default (up to eight arenas per core) each thread that allocated kept an arena of
@@ -201,6 +208,7 @@ int main(int argc, char** argv) {
   o.health_period = std::chrono::milliseconds(static_cast<int64_t>(f.health_seconds * 1000.0));
   o.session_stall_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(f.stall_seconds * 1000.0));
+  o.session_watchdog = std::chrono::seconds(f.watchdog_seconds);
   o.plugin_probe_period = std::chrono::milliseconds(static_cast<int64_t>(f.probe_seconds * 1000.0));
   // Logs go to stderr or the journal; stdout stays free for tools.
   if (auto s = stagehand::agent::SetUpLogging(f.log_format, o.log_level); !s.ok()) {

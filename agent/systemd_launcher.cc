@@ -19,6 +19,10 @@ spdlog::logger& Log() {
 // The data path of mounted filesystems: the OOM killer should pick almost anything else.
 constexpr int kSessionOomScoreAdjust = -900;
 
+// The session leaves two descriptors for its successor (its handover and /dev/fuse); room for
+// one replaced pair.
+constexpr unsigned kSessionFdStoreMax = 4;
+
 class SystemdLauncher final : public iscsi::SessionLauncher {
  public:
   SystemdLauncher(std::unique_ptr<systemd::UnitManager> units, std::chrono::seconds stop_timeout)
@@ -36,12 +40,29 @@ class SystemdLauncher final : public iscsi::SessionLauncher {
     service.stdout_fd = launch.stdout_fd;
     service.stop_timeout = stop_timeout_;
     service.oom_score_adjust = kSessionOomScoreAdjust;
+    // A session that dies (or misses its watchdog) is started again and takes over what it
+    // left in the unit's file descriptor store: the volume's I/O goes on.
+    service.restart_on_abnormal = true;
+    service.fd_store_max = kSessionFdStoreMax;
+    service.watchdog = launch.watchdog;
     absl::Status status = units_->StartTransientService(service);
     if (status.code() == absl::StatusCode::kFailedPrecondition) {
       return absl::FailedPreconditionError(
           absl::StrCat(status.message(), ": a session for this volume is still running"));
     }
     return status;
+  }
+
+  absl::Status StopSupervisor(const state::v1::SessionRecord& session) override {
+    return session.unit().empty() ? absl::OkStatus() : units_->StopUnit(session.unit());
+  }
+
+  bool Supervised(const state::v1::SessionRecord& session) override {
+    if (session.unit().empty()) {
+      return false;
+    }
+    auto state = units_->ActiveState(session.unit());
+    return state.ok() && (*state == "active" || *state == "activating" || *state == "reloading");
   }
 
   std::string_view Name() const override { return "systemd"; }

@@ -98,8 +98,13 @@ function(sh_link_session_statically target)
   endforeach()
   add_dependencies(${target} ${_deps})
   set_property(GLOBAL PROPERTY SH_SESSION_STATIC ON)
+  # libstdc++ first in the group: a member of ours that happens to carry a weak copy of a
+  # standard template (std::string's constructors) must not be pulled in to satisfy protobuf's
+  # reference to it, with everything else that member needs (the kernel transport's logging).
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.a
+                  OUTPUT_VARIABLE _libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
   target_link_libraries(${target} PRIVATE sh_warnings
-    -Wl,--start-group ${_files} ${_archives} -Wl,--end-group
+    -Wl,--start-group ${_libstdcxx} ${_files} ${_archives} -Wl,--end-group
     -Wl,--as-needed ${SH_IBVERBS} ${SH_RDMACM} Threads::Threads ${CMAKE_DL_LIBS}
     -static-libstdc++ -static-libgcc)
 endfunction()

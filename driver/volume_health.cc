@@ -9,7 +9,8 @@ absl::Status VolumeHealth::CheckStagingLive(const StagedVolume& volume) const {
     return absl::FailedPreconditionError("its stage did not complete");
   }
   const iscsi::SessionHealth health = transport_.Health(volume.session);
-  if (!health.healthy) {
+  // A session process being replaced by its successor heals by itself: the staging stands.
+  if (!health.healthy && health.reason != "SessionRestarting") {
     return absl::FailedPreconditionError(health.message);
   }
   if (volume.capability.block) {

@@ -31,6 +31,10 @@ struct FuseLunServer::Impl {
   std::string mountpoint;
   std::string file_name;
   DataPathCounters* counters = nullptr;  // The heartbeat goes here; may be null.
+  std::function<void()> on_alive;        // May be empty.
+  // Adopted: the kernel must resend what the earlier server left unanswered, once, before
+  // this one serves the first request.
+  bool resend_pending = false;
   StatusBoard board;
   BufferPool pool;
   std::unique_ptr<CommandQueue> queue;
@@ -45,6 +49,28 @@ struct FuseLunServer::Impl {
   ~Impl() {
     if (file != nullptr) {
       (void)file->Unmount();
+    }
+  }
+
+  // Answers what the kernel has queued (after the resend an adopted connection needs). False
+  // once the connection has ended.
+  bool ServeFuse() {
+    if (resend_pending) {
+      resend_pending = false;
+      if (const absl::Status resent = file->ResendUnanswered(); !resent.ok()) {
+        // Old kernels: what the earlier server took stays unanswered (those I/Os wait until
+        // the connection ends); everything else is served. The status says so.
+        board.Publish(board.status.state,
+                      absl::StrCat(board.status.message, "; ", resent.message()));
+      }
+    }
+    return file->Serve();
+  }
+
+  void Alive() {
+    Beat(counters);
+    if (on_alive) {
+      on_alive();
     }
   }
 
@@ -80,13 +106,16 @@ std::string FuseLunServer::LunPath() const {
   return JoinPath(impl_->mountpoint, impl_->file_name);
 }
 
-absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
-    FuseLunServerOptions options, std::unique_ptr<Connection> connection) {
-  auto impl = std::make_unique<Impl>();
-  Impl* s = impl.get();
+namespace {
+
+// The parts, wired; `ctx` may be null (Adopt: the first login is Run's).
+std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, IscsiContext ctx) {
+  auto impl = std::make_unique<FuseLunServer::Impl>();
+  FuseLunServer::Impl* s = impl.get();
   s->mountpoint = options.mountpoint;
   s->file_name = options.file_name;
   s->counters = options.counters;
+  s->on_alive = std::move(options.on_alive);
   s->board.on_status = std::move(options.on_status);
   s->board.status.portal = options.login.portal.ToString();
   s->board.status.capacity_bytes = options.capacity.Bytes();
@@ -104,13 +133,11 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
                 s->board.Publish(s->board.status.state, s->board.status.message);
               },
       },
-      connection->ReleaseContext());
-  auto file =
-      LunFile::Mount(options.mountpoint, options.file_name, options.capacity, *s->queue, s->pool);
-  if (!file.ok()) {
-    return file.status();
-  }
-  s->file = *std::move(file);
+      std::move(ctx));
+  return impl;
+}
+
+void AddReconnector(FuseLunServer::Impl* s, FuseLunServerOptions& options) {
   s->reconnector = std::make_unique<Reconnector>(
       ReconnectorOptions{
           .portals = std::move(options.portals),
@@ -120,7 +147,36 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
           .on_capacity = [s](const LunCapacity& capacity) { return s->TakeCapacity(capacity); },
       },
       *s->queue, s->board);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
+    FuseLunServerOptions options, std::unique_ptr<Connection> connection) {
+  std::unique_ptr<Impl> impl = Wire(options, connection->ReleaseContext());
+  Impl* s = impl.get();
+  SH_ASSIGN_OR_RETURN(s->file, LunFile::Mount(options.mountpoint, options.file_name,
+                                              options.capacity, *s->queue, s->pool));
+  AddReconnector(s, options);
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Adopt(FuseLunServerOptions options,
+                                                                    UniqueFd fuse) {
+  std::unique_ptr<Impl> impl = Wire(options, IscsiContext());
+  Impl* s = impl.get();
+  SH_ASSIGN_OR_RETURN(FuseConnection connection,
+                      FuseConnection::Adopt(std::move(fuse), options.mountpoint));
+  s->file = std::make_unique<LunFile>(std::move(connection), options.file_name, options.capacity,
+                                      *s->queue, s->pool);
+  s->resend_pending = true;
+  s->queue->RequestReconnect("taking over from a session process that ended");
+  AddReconnector(s, options);
+  return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
+}
+
+absl::StatusOr<UniqueFd> FuseLunServer::DuplicateFuse() const {
+  return impl_->file->connection().Duplicate();
 }
 
 absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
@@ -139,7 +195,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   // While logging in again: waits for a stop, and answers FUSE requests once they fail anyway.
   const Reconnector::Wait wait = [&s, &fuse_ended, stop_fd](std::chrono::milliseconds ms,
                                                             bool serve_fuse) {
-    Beat(s.counters);
+    s.Alive();
     std::array<pollfd, 2> fds{{{stop_fd, POLLIN, 0}, {s.file->Fd(), POLLIN, 0}}};
     const nfds_t n = serve_fuse ? 2 : 1;
     if (poll(fds.data(), n, static_cast<int>(ms.count())) < 0 && errno != EINTR) {
@@ -148,12 +204,16 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
     if (fds[0].revents != 0) {
       return false;
     }
-    fuse_ended = n == 2 && fds[1].revents != 0 && !s.file->Serve();
+    fuse_ended = n == 2 && fds[1].revents != 0 && !s.ServeFuse();
     return !fuse_ended;
   };
   s.board.Publish(ServerState::kUp, "serving");
   while (true) {
     Beat(s.counters);  // At least once a tick: the agent reads it as the sign of life.
+    if (s.resend_pending && !s.queue->ReconnectRequested() && !s.ServeFuse()) {
+      fuse_ended = true;  // Adopted and logged in: the resend comes before anything else.
+      break;
+    }
     if (s.queue->ReconnectRequested() && !s.reconnector->Reconnect(wait)) {
       break;
     }
@@ -189,8 +249,9 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
       uint64_t expirations = 0;
       (void)!read(timer.Get(), &expirations, sizeof(expirations));
       s.queue->OnTick();
+      s.Alive();
     }
-    if (fds[0].revents != 0 && !s.file->Serve()) {
+    if (fds[0].revents != 0 && !s.ServeFuse()) {
       fuse_ended = true;
       break;
     }

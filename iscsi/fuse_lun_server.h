@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "iscsi/datapath_counters.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/lun_identity.h"
@@ -39,6 +40,9 @@ struct FuseLunServerOptions {
   DataPathCounters* counters = nullptr;
   // Called on the server thread at every state change.
   std::function<void(const ServerStatus&)> on_status;
+  // Called on the server thread at least once a second while it serves or logs in (a
+  // watchdog ping for the process's manager). May be empty.
+  std::function<void()> on_alive;
   // How long I/O waits for a lost connection to come back: after it, parked and new requests
   // fail with EIO (so that nothing hangs on a target that is gone) while the reconnects go on;
   // once a login succeeds, I/O works again.
@@ -51,6 +55,19 @@ class FuseLunServer {
   // Internal/Unavailable if the mount fails.
   static absl::StatusOr<std::unique_ptr<FuseLunServer>> Create(
       FuseLunServerOptions options, std::unique_ptr<Connection> connection);
+
+  // Serves the FUSE connection of an earlier server that ended (`fuse` is a duplicate of its
+  // /dev/fuse descriptor; the mount, the loop device and the filesystem above stay as they
+  // are). Run() first logs in (portals in turn, backing off) and checks that the LUN is
+  // `options.identity` (another LUN fails closed, as after any reconnect), meanwhile the kernel
+  // holds the volume's I/O; then it has the kernel resend what the earlier server read and never
+  // answered, and serves. A login that takes longer than the replacement timeout fails I/O with
+  // EIO meanwhile, as a reconnect does.
+  static absl::StatusOr<std::unique_ptr<FuseLunServer>> Adopt(FuseLunServerOptions options,
+                                                              UniqueFd fuse);
+
+  // A duplicate of the /dev/fuse descriptor, for the process's manager to keep.
+  absl::StatusOr<UniqueFd> DuplicateFuse() const;
 
   FuseLunServer(const FuseLunServer&) = delete;
   FuseLunServer& operator=(const FuseLunServer&) = delete;
@@ -67,8 +84,9 @@ class FuseLunServer {
   // Full path of the LUN file.
   std::string LunPath() const;
 
+  struct Impl;  // The parts and their wiring, in fuse_lun_server.cc.
+
  private:
-  struct Impl;
   explicit FuseLunServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -50,7 +50,8 @@ struct SessionHealth {
   bool identity_changed = false;
   // Why it is not healthy; when healthy, non-empty means degraded (fewer paths than portals).
   std::string message;
-  // CamelCase, for machines: "SessionGone", "SessionStopped", "SessionReconnecting",
+  // CamelCase, for machines: "SessionGone", "SessionRestarting" (a successor is being started),
+  // "SessionStopped", "SessionReconnecting",
   // "ReplacementTimeoutPassed" (reconnecting, and I/O fails meanwhile),
   // "SessionDown", "LunIdentityChanged", "LunCapacityShrunk", "LoopDeviceGone",
   // "FuseConnectionAborted", "LoopDeviceDetaching" and "MultipathDegraded" (both degraded);

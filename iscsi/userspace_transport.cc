@@ -13,6 +13,7 @@
 #include <array>
 #include <cerrno>
 #include <climits>
+#include <optional>
 #include <vector>
 
 #include <absl/cleanup/cleanup.h>
@@ -37,9 +38,34 @@ using state::v1::SessionConfig;
 using state::v1::SessionRecord;
 using state::v1::SessionStatus;
 
+// The process serving a session now: the one its status file names (a successor writes its own
+// pid there when it takes over), else the one recorded at attach. pid 0 when none runs.
+struct Worker {
+  int pid = 0;
+  uint64_t start_time = 0;
+  std::optional<SessionStatus> status;  // The status file, when readable.
+};
+
+Worker CurrentWorker(const SessionRecord& session) {
+  Worker w;
+  auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
+  if (SessionStatus status; raw.ok() && status.ParseFromString(*raw)) {
+    w.status = std::move(status);
+  }
+  if (w.status && w.status->pid() > 0 && w.status->start_time() != 0 &&
+      IsSameProcessAlive(w.status->pid(), w.status->start_time())) {
+    w.pid = w.status->pid();
+    w.start_time = w.status->start_time();
+  } else if (session.pid() > 0 && IsSameProcessAlive(session.pid(), session.start_time())) {
+    w.pid = session.pid();
+    w.start_time = session.start_time();
+  }
+  return w;
+}
+
 // One session process's data path, for the stall detector (a new process is a new data path).
-std::string StallKey(const SessionRecord& session) {
-  return absl::StrCat(session.runtime_dir(), "@", session.pid());
+std::string StallKey(const SessionRecord& session, int pid) {
+  return absl::StrCat(session.runtime_dir(), "@", pid);
 }
 
 std::string SelfExe() {
@@ -192,6 +218,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   launch.unit_name = SessionUnitName(request.runtime_dir);
   launch.description =
       absl::StrCat("stagehand iSCSI session ", request.target.iqn, " lun ", request.target.lun);
+  launch.watchdog = options_.session_watchdog;
   SH_RETURN_IF_ERROR(options_.launcher->Launch(launch));
   cfg_read.Reset();
   ready_write.Reset();
@@ -218,6 +245,8 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   record.set_pid(status.pid());
   record.set_start_time(status.start_time() != 0 ? status.start_time()
                                                  : ProcessStartTime(status.pid()));
+  record.set_keeper_pid(status.keeper_pid());
+  record.set_keeper_start_time(status.keeper_start_time());
   if (status.state() != SessionStatus::UP) {
     const auto code = static_cast<absl::StatusCode>(status.error_code());
     return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
@@ -242,20 +271,20 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
 }
 
 absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
-  stalls_.Forget(StallKey(recorded));
   SessionRecord session = recorded;
+  const Worker worker = CurrentWorker(session);
+  stalls_.Forget(StallKey(session, worker.pid));
   // A crash between starting the session and persisting its record leaves only the runtime
-  // directory: its status file names the process and the LUN file.
-  if (session.pid() == 0 && !session.runtime_dir().empty()) {
-    auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
-    SessionStatus status;
-    if (raw.ok() && status.ParseFromString(*raw) && status.pid() > 0) {
-      session.set_pid(status.pid());
-      // The start time it wrote itself; older sessions did not: take the live one's.
-      session.set_start_time(status.start_time() != 0 ? status.start_time()
-                                                      : ProcessStartTime(status.pid()));
-      session.set_lun_file(status.lun_file());
-    }
+  // directory: its status file names the process (and its keeper) and the LUN file.
+  if (session.pid() == 0 && worker.status && worker.status->pid() > 0) {
+    const SessionStatus& status = *worker.status;
+    session.set_pid(status.pid());
+    // The start time it wrote itself; older sessions did not: take the live one's.
+    session.set_start_time(status.start_time() != 0 ? status.start_time()
+                                                    : ProcessStartTime(status.pid()));
+    session.set_lun_file(status.lun_file());
+    session.set_keeper_pid(status.keeper_pid());
+    session.set_keeper_start_time(status.keeper_start_time());
   }
   if (session.loop_device().empty() && !session.lun_file().empty()) {
     auto found = FindLoopDevice(session.lun_file());
@@ -266,7 +295,16 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
   if (!session.loop_device().empty()) {
     SH_RETURN_IF_ERROR(DetachLoopDevice(session.loop_device(), session.lun_file()));
   }
-  KillAndWait(session.pid(), session.start_time(), options_.stop_timeout);
+  // For good: first whoever would start the process again (its unit, its keeper), then the
+  // process. A supervisor that cannot be told matters only while no process runs (it may be
+  // about to start one over a mount that is going away); a running one stops on SIGTERM with a
+  // status of its own, which nobody restarts.
+  const absl::Status told = options_.launcher->StopSupervisor(session);
+  if (!told.ok() && worker.pid == 0) {
+    return told;
+  }
+  KillAndWait(session.keeper_pid(), session.keeper_start_time(), options_.stop_timeout);
+  KillAndWait(worker.pid, worker.start_time, options_.stop_timeout);
   if (!session.fuse_mount().empty() && IsMountPoint(session.fuse_mount())) {
     // The session process died without unmounting: the FUSE mount is dead. Detach it.
     if (umount2(session.fuse_mount().c_str(), MNT_DETACH) != 0 && errno != EINVAL &&
@@ -288,9 +326,10 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
 }
 
 absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord& session) {
-  if (!IsSameProcessAlive(session.pid(), session.start_time())) {
+  const Worker worker = CurrentWorker(session);
+  if (worker.pid == 0) {
     return absl::UnavailableError(
-        absl::StrCat("iSCSI session process ", session.pid(), " is not running"));
+        absl::StrCat("no iSCSI session process runs for '", session.runtime_dir(), "'"));
   }
   const std::string status_path = JoinPath(session.runtime_dir(), "status");
   auto read_status = [&]() -> absl::StatusOr<SessionStatus> {
@@ -305,7 +344,7 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
   // The session writes its status file (rename into place) when the refresh completes.
   SH_ASSIGN_OR_RETURN(DirWatch watch, DirWatch::Create());
   SH_RETURN_IF_ERROR(watch.Add(session.runtime_dir(), IN_MOVED_TO).status());
-  if (kill(session.pid(), SIGUSR1) != 0) {
+  if (kill(worker.pid, SIGUSR1) != 0) {
     return ErrnoStatus(errno, "signal the session process");
   }
   absl::StatusOr<SessionStatus> now = before;
@@ -325,37 +364,46 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
 
 SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
   SessionHealth h;
-  if (!IsSameProcessAlive(session.pid(), session.start_time())) {
+  const Worker worker = CurrentWorker(session);
+  const int pid = worker.pid != 0 ? worker.pid : session.pid();
+  if (worker.pid == 0) {
     // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
-    auto last = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
-    SessionStatus status;
-    if (last.ok() && status.ParseFromString(*last) && status.pid() == session.pid() &&
-        status.state() == SessionStatus::FUSE_ABORTED) {
-      h.message = status.message();
+    if (worker.status && worker.status->state() == SessionStatus::FUSE_ABORTED) {
+      h.message = worker.status->message();
       h.reason = "FuseConnectionAborted";
       return h;
     }
-    h.message = absl::StrCat("iSCSI session process ", session.pid(), " is not running");
+    if (options_.launcher->Supervised(session)) {
+      h.message = absl::StrCat(
+          "iSCSI session process ", pid,
+          " ended; its successor is being started and takes over the volume's I/O (which "
+          "waits meanwhile)");
+      h.reason = "SessionRestarting";
+      return h;
+    }
+    h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
     h.reason = "SessionGone";
     return h;
   }
   // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
   // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
-  if (const char state = ProcessState(session.pid()); state == 'T' || state == 't') {
-    h.message = absl::StrCat("iSCSI session process ", session.pid(), " is stopped (",
+  if (const char state = ProcessState(pid); state == 'T' || state == 't') {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is stopped (",
                              state == 'T' ? "by a signal" : "by a tracer",
-                             "): I/O to the volume waits until it continues (kill -CONT ",
-                             session.pid(), ")");
+                             "): I/O to the volume waits until it continues (kill -CONT ", pid, ")",
+                             options_.session_watchdog.count() > 0
+                                 ? absl::StrCat(" or its watchdog replaces it (",
+                                                options_.session_watchdog.count(), " s)")
+                                 : "");
     h.reason = "SessionStopped";
     return h;
   }
-  auto raw = ReadFileToString(JoinPath(session.runtime_dir(), "status"));
-  SessionStatus status;
-  if (!raw.ok() || !status.ParseFromString(*raw)) {
+  if (!worker.status) {
     h.message = "iSCSI session status is unreadable";
     h.reason = "SessionDown";
     return h;
   }
+  const SessionStatus& status = *worker.status;
   switch (status.state()) {
     case SessionStatus::UP:
       h.healthy = true;
@@ -409,28 +457,29 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
     const auto since = counters.ok() ? SinceLastBeat(*counters, MonotonicNowNs()) : std::nullopt;
     if (since && *since >= options_.heartbeat_timeout) {
       h.healthy = false;
-      h.message = absl::StrCat("iSCSI session process ", session.pid(),
+      h.message = absl::StrCat("iSCSI session process ", pid,
                                " runs but its loop has not turned for ", since->count() / 1000,
                                " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
                                "volume waits until it answers: check the process (its stack in "
                                "/proc/",
-                               session.pid(), "/task/*/stack)");
+                               pid, "/task/*/stack)");
       h.reason = "SessionNotAnswering";
       return h;
     }
   }
   if (h.healthy && !session.loop_device().empty()) {
     const auto activity = ReadLoopActivity(session.loop_device());
-    const auto waited = activity ? stalls_.Observe(StallKey(session), *activity) : std::nullopt;
+    const auto waited =
+        activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
     if (waited) {
       h.healthy = false;
-      h.message = absl::StrCat("iSCSI session process ", session.pid(),
-                               " runs but has completed none of the ", activity->in_flight,
-                               " I/O request(s) waiting on ", session.loop_device(), " for ",
-                               waited->count() / 1000,
-                               " s (deadlocked or frozen?); I/O to the volume waits until it "
-                               "answers: check the process (its stack in /proc/",
-                               session.pid(), "/task/*/stack)");
+      h.message =
+          absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
+                       activity->in_flight, " I/O request(s) waiting on ", session.loop_device(),
+                       " for ", waited->count() / 1000,
+                       " s (deadlocked or frozen?); I/O to the volume waits until it "
+                       "answers: check the process (its stack in /proc/",
+                       pid, "/task/*/stack)");
       h.reason = "SessionNotAnswering";
     }
   }

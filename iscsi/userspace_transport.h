@@ -33,6 +33,9 @@ struct UserspaceTransportOptions {
   // A session whose loop (which turns at least once a second) has not turned for this long,
   // while its process runs and says UP, is SessionNotAnswering whether or not I/O waits on it.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  // A session process that sends no watchdog ping for this long (stopped, deadlocked: its loop
+  // pings every second) is killed by its manager and replaced; 0: never.
+  std::chrono::seconds session_watchdog{30};
 };
 
 class UserspaceTransport : public Transport {

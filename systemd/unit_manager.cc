@@ -1,5 +1,7 @@
 #include "systemd/unit_manager.h"
 
+#include <signal.h>
+
 #include <utility>
 
 #include <absl/strings/str_cat.h>
@@ -15,6 +17,8 @@ constexpr char kDestination[] = "org.freedesktop.systemd1";
 constexpr char kObjectPath[] = "/org/freedesktop/systemd1";
 constexpr char kManager[] = "org.freedesktop.systemd1.Manager";
 constexpr char kUnitExists[] = "org.freedesktop.systemd1.UnitExists";
+constexpr char kNoSuchUnit[] = "org.freedesktop.systemd1.NoSuchUnit";
+constexpr char kUnit[] = "org.freedesktop.systemd1.Unit";
 
 using Property = sdbus::Struct<std::string, sdbus::Variant>;
 using ExecCommand = sdbus::Struct<std::string, std::vector<std::string>, bool>;
@@ -62,6 +66,28 @@ std::vector<Property> Properties(const TransientService& service) {
     props.emplace_back("OOMScoreAdjust",
                        sdbus::Variant(static_cast<int32_t>(service.oom_score_adjust)));
   }
+  if (service.restart_on_abnormal) {
+    props.emplace_back("Restart", sdbus::Variant(std::string("on-abnormal")));
+    props.emplace_back("RestartUSec",
+                       sdbus::Variant(static_cast<uint64_t>(
+                           std::chrono::microseconds(service.restart_delay).count())));
+    props.emplace_back("StartLimitIntervalUSec",
+                       sdbus::Variant(static_cast<uint64_t>(
+                           std::chrono::microseconds(std::chrono::seconds(10)).count())));
+    props.emplace_back("StartLimitBurst",
+                       sdbus::Variant(static_cast<uint32_t>(service.start_limit_burst)));
+  }
+  if (service.fd_store_max > 0) {
+    props.emplace_back("FileDescriptorStoreMax",
+                       sdbus::Variant(static_cast<uint32_t>(service.fd_store_max)));
+    props.emplace_back("NotifyAccess", sdbus::Variant(std::string("main")));
+  }
+  if (service.watchdog.count() > 0) {
+    props.emplace_back(
+        "WatchdogUSec",
+        sdbus::Variant(static_cast<uint64_t>(std::chrono::microseconds(service.watchdog).count())));
+    props.emplace_back("WatchdogSignal", sdbus::Variant(static_cast<int32_t>(SIGKILL)));
+  }
   return props;
 }
 
@@ -79,14 +105,55 @@ class DbusUnitManager final : public UnitManager {
       return absl::InvalidArgumentError("a transient service needs a command and a name");
     }
     MutexLock lock(mu_);
-    absl::Status status = StartLocked(service);
-    if (!status.ok() && status.code() == absl::StatusCode::kUnavailable) {
-      // The bus connection may have gone stale (dbus or systemd restarted): connect once more.
-      if (ConnectLocked().ok()) {
-        status = StartLocked(service);
+    return Retried([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return StartLocked(service); });
+  }
+
+  absl::Status StopUnit(const std::string& name) override {
+    MutexLock lock(mu_);
+    return Retried([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      SH_RETURN_IF_ERROR(Connected());
+      try {
+        sdbus::ObjectPath job;
+        proxy_->callMethod("StopUnit")
+            .onInterface(kManager)
+            .withTimeout(std::chrono::microseconds(options_.call_timeout))
+            .withArguments(name, std::string("replace"))
+            .storeResultsTo(job);
+      } catch (const sdbus::Error& e) {
+        if (e.getName() != kNoSuchUnit) {
+          return FromDbus(e, absl::StrCat("stop systemd unit ", name));
+        }
       }
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::string> ActiveState(const std::string& name) override {
+    MutexLock lock(mu_);
+    std::string state;
+    const absl::Status asked = Retried([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      SH_RETURN_IF_ERROR(Connected());
+      try {
+        sdbus::ObjectPath path;
+        proxy_->callMethod("GetUnit")
+            .onInterface(kManager)
+            .withTimeout(std::chrono::microseconds(options_.call_timeout))
+            .withArguments(name)
+            .storeResultsTo(path);
+        auto unit = sdbus::createProxy(*connection_, kDestination, path);
+        state = unit->getProperty("ActiveState").onInterface(kUnit).get<std::string>();
+      } catch (const sdbus::Error& e) {
+        if (e.getName() != kNoSuchUnit) {
+          return FromDbus(e, absl::StrCat("state of systemd unit ", name));
+        }
+        state = "inactive";
+      }
+      return absl::OkStatus();
+    });
+    if (!asked.ok()) {
+      return asked;
     }
-    return status;
+    return state;
   }
 
   std::string Version() const override {
@@ -115,6 +182,23 @@ class DbusUnitManager final : public UnitManager {
     return absl::OkStatus();
   }
 
+  // Runs `call`; when the bus connection turns out stale (dbus or systemd restarted), connects
+  // once more and runs it again.
+  template <typename Call>
+  absl::Status Retried(const Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Status status = call();
+    if (!status.ok() && status.code() == absl::StatusCode::kUnavailable && ConnectLocked().ok()) {
+      status = call();
+    }
+    return status;
+  }
+
+  absl::Status Connected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return proxy_ ? absl::OkStatus()
+                  : absl::UnavailableError(
+                        absl::StrCat("not connected to systemd on ", options_.bus_address));
+  }
+
   void Call(const std::string& method, const std::string& unit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     proxy_->callMethod(method)
         .onInterface(kManager)
@@ -124,10 +208,7 @@ class DbusUnitManager final : public UnitManager {
   }
 
   absl::Status StartLocked(const TransientService& service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!proxy_) {
-      return absl::UnavailableError(
-          absl::StrCat("not connected to systemd on ", options_.bus_address));
-    }
+    SH_RETURN_IF_ERROR(Connected());
     const auto props = Properties(service);
     for (int attempt = 0;; ++attempt) {
       try {

@@ -32,6 +32,16 @@ struct TransientService {
   int stdout_fd = -1;                     // Likewise. stderr goes to the journal.
   std::chrono::seconds stop_timeout{10};  // TimeoutStopSec.
   int oom_score_adjust = 0;
+  // Restarted when it dies of a signal or its watchdog runs out (Restart=on-abnormal), after
+  // `restart_delay`, with what it left in its file descriptor store (FileDescriptorStoreMax=,
+  // FDSTORE=1 from the main process, NotifyAccess=main). False: never restarted.
+  bool restart_on_abnormal = false;
+  std::chrono::milliseconds restart_delay{100};
+  // Given up on after this many starts within 10 s (StartLimitBurst=; systemd's default is 5).
+  unsigned start_limit_burst = 30;
+  unsigned fd_store_max = 0;
+  // WatchdogSec=; the process is killed with SIGKILL when it runs out. 0: none.
+  std::chrono::seconds watchdog{0};
 };
 
 class UnitManager {
@@ -45,6 +55,14 @@ class UnitManager {
   // exits, failed or not). A failed unit of the same name that systemd still lists is reset
   // first; a running one is FailedPrecondition. Unavailable when systemd cannot be reached.
   virtual absl::Status StartTransientService(const TransientService& service) = 0;
+
+  // Asks systemd to stop unit `name` (no restart after it, its file descriptor store dropped)
+  // and returns: the caller waits for the process. OK when there is no such unit.
+  virtual absl::Status StopUnit(const std::string& name) = 0;
+
+  // The unit's ActiveState ("active", "activating" while it waits to be restarted, ...);
+  // "inactive" when systemd has no such unit. Unavailable when systemd cannot be reached.
+  virtual absl::StatusOr<std::string> ActiveState(const std::string& name) = 0;
 
   // systemd's version string, as read at connect.
   virtual std::string Version() const = 0;

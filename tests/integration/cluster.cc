@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
@@ -43,6 +44,8 @@ std::vector<std::string> MountsUnder(const std::string& root) {
   return out;
 }
 
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& root) {
   std::vector<std::pair<std::string, std::string>> out;
   DIR* d = opendir("/sys/block");
@@ -63,10 +66,11 @@ std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& r
   return out;
 }
 
-}  // namespace
+namespace {
 
-std::vector<int> SessionPidsUnder(const std::string& root) {
-  std::vector<int> out;
+// Every session status under `root`.
+std::vector<state::v1::SessionStatus> SessionStatusesUnder(const std::string& root) {
+  std::vector<state::v1::SessionStatus> out;
   const std::string sessions = root + "/run/sessions";
   DIR* d = opendir(sessions.c_str());
   if (d == nullptr) {
@@ -79,12 +83,33 @@ std::vector<int> SessionPidsUnder(const std::string& root) {
     }
     auto raw = ReadFileToString(sessions + "/" + name + "/status");
     state::v1::SessionStatus st;
-    if (raw.ok() && st.ParseFromString(*raw) && st.pid() > 0 &&
-        iscsi::ProcessStartTime(st.pid()) != 0) {
-      out.push_back(st.pid());
+    if (raw.ok() && st.ParseFromString(*raw)) {
+      out.push_back(std::move(st));
     }
   }
   closedir(d);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> SessionPidsUnder(const std::string& root) {
+  std::vector<int> out;
+  for (const auto& st : SessionStatusesUnder(root)) {
+    if (st.pid() > 0 && iscsi::ProcessStartTime(st.pid()) != 0) {
+      out.push_back(st.pid());
+    }
+  }
+  return out;
+}
+
+std::vector<int> KeeperPidsUnder(const std::string& root) {
+  std::vector<int> out;
+  for (const auto& st : SessionStatusesUnder(root)) {
+    if (st.keeper_pid() > 0 && iscsi::IsSameProcessAlive(st.keeper_pid(), st.keeper_start_time())) {
+      out.push_back(st.keeper_pid());
+    }
+  }
   return out;
 }
 
@@ -229,6 +254,10 @@ void ForceCleanup(const std::string& root) {
   for (const auto& [dev, backing] : LoopsUnder(root)) {
     (void)iscsi::DetachLoopDevice(dev, backing);
   }
+  // Keepers first: they would start a killed session process again.
+  for (int pid : KeeperPidsUnder(root)) {
+    kill(pid, SIGKILL);
+  }
   for (int pid : SessionPidsUnder(root)) {
     kill(pid, SIGKILL);
   }
@@ -238,7 +267,10 @@ void ForceCleanup(const std::string& root) {
   (void)RunProcess({"rm", "-rf", "--one-file-system", root});
 }
 
-std::vector<int> RunningSessionProcesses() {
+namespace {
+
+// Processes of the binary under test in the session role; keepers or not.
+std::vector<int> RunningSessionRole(bool keepers) {
   std::vector<int> out;
   DIR* d = opendir("/proc");
   if (d == nullptr) {
@@ -256,13 +288,45 @@ std::vector<int> RunningSessionProcesses() {
     const std::string path(exe.data(), n > 0 ? static_cast<size_t>(n) : 0);
     const bool ours = path == StagehandBinary() ||
                       path == JoinPath(ParentDir(StagehandBinary()), "stagehand-session");
+    const bool keeper = cmdline.ok() && cmdline->find("--keeper") != std::string::npos;
     if (ours && cmdline.ok() && cmdline->find("__session") != std::string::npos &&
-        iscsi::ProcessStartTime(pid) != 0) {
+        keeper == keepers && iscsi::ProcessStartTime(pid) != 0) {
       out.push_back(pid);
     }
   }
   closedir(d);
   return out;
+}
+
+}  // namespace
+
+std::vector<int> RunningSessionProcesses() {
+  return RunningSessionRole(/*keepers=*/false);
+}
+
+std::vector<int> RunningSessionKeepers() {
+  return RunningSessionRole(/*keepers=*/true);
+}
+
+void KillSessionsForGood() {
+  std::vector<int> pids = RunningSessionKeepers();
+  for (int pid : pids) {
+    kill(pid, SIGKILL);
+  }
+  for (int pid : pids) {
+    while (iscsi::ProcessStartTime(pid) != 0) {
+      std::this_thread::yield();
+    }
+  }
+  pids = RunningSessionProcesses();
+  for (int pid : pids) {
+    kill(pid, SIGKILL);
+  }
+  for (int pid : pids) {
+    while (iscsi::ProcessStartTime(pid) != 0) {
+      std::this_thread::yield();
+    }
+  }
 }
 
 std::vector<std::string> Leftovers(const std::string& root) {
@@ -275,6 +339,9 @@ std::vector<std::string> Leftovers(const std::string& root) {
   }
   for (int pid : SessionPidsUnder(root)) {
     out.push_back("session process " + std::to_string(pid));
+  }
+  for (int pid : KeeperPidsUnder(root)) {
+    out.push_back("session keeper " + std::to_string(pid));
   }
   return out;
 }

@@ -70,8 +70,12 @@ void ForceCleanup(const std::string& root);
 // What is left under `root`, one line per leftover; empty when clean.
 std::vector<std::string> Leftovers(const std::string& root);
 
-// Session processes of the binary under test that are still running, anywhere.
+// Session processes of the binary under test that are still running, anywhere (not their
+// keepers).
 std::vector<int> RunningSessionProcesses();
+
+// Session keepers (`... __session --keeper`) of the binary under test still running, anywhere.
+std::vector<int> RunningSessionKeepers();
 
 // Writes `content` to `path` and fsyncs it; false on any error (a fault under test may make it
 // fail, so it does not fail the test by itself).
@@ -79,6 +83,16 @@ bool WriteDurably(const std::string& path, const std::string& content);
 
 // The live session processes of the agent whose root is `root` (from <root>/run/sessions/*/status).
 std::vector<int> SessionPidsUnder(const std::string& root);
+
+// The loop devices whose backing files lie under `root`: (device, backing file).
+std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& root);
+
+// Their live keepers (detached sessions), from the same status files.
+std::vector<int> KeeperPidsUnder(const std::string& root);
+
+// Kills (SIGKILL) every session process of the binary under test and, first, their keepers, so
+// that no successor takes over: a dead data path. Returns once they are gone.
+void KillSessionsForGood();
 
 // Writes 4096 bytes of `fill` at `offset` of the block device `device` with O_DIRECT. Returns 0,
 // or the errno of what failed.

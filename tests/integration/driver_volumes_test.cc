@@ -69,13 +69,9 @@ TEST_F(DriverVolumesTest, TheDriversVolumesAreListedWithTheirTargetsAndProblems)
   EXPECT_EQ(v.condition(), "");
   EXPECT_EQ(Status().volumes_published(), 1);
 
-  // Its session process dies: the listing and the status say so.
-  const std::vector<int> sessions = SessionPidsUnder(root_);
-  ASSERT_EQ(sessions.size(), 1u);
-  ASSERT_EQ(kill(sessions[0], SIGKILL), 0);
-  while (ProcessStartTime(sessions[0]) != 0) {
-    std::this_thread::yield();
-  }
+  // Its session process dies for good (its keeper first): the listing and the status say so.
+  ASSERT_EQ(SessionPidsUnder(root_).size(), 1u);
+  KillSessionsForGood();
   EXPECT_THAT(List().volumes(0).condition(), HasSubstr("SessionGone: "));
   const auto status = Status();
   EXPECT_EQ(status.volumes_failing(), 1);

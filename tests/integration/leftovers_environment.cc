@@ -1,5 +1,6 @@
-// After the whole suite: no session process of the binary under test may still run, and no tgtd
-// started by the tests (each Tgtd is killed by its owner; this catches leaks across suites).
+// After the whole suite: no session process (or keeper) of the binary under test may still run, and
+// no tgtd started by the tests (each Tgtd is killed by its owner; this catches leaks across
+// suites).
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,8 @@ class LeftoversEnvironment : public ::testing::Environment {
     EXPECT_TRUE(RunningSessionProcesses().empty())
         << "session processes left running: "
         << ::testing::PrintToString(RunningSessionProcesses());
+    EXPECT_TRUE(RunningSessionKeepers().empty())
+        << "session keepers left running: " << ::testing::PrintToString(RunningSessionKeepers());
   }
 };
 

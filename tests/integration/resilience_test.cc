@@ -122,14 +122,12 @@ class ResilienceTest : public NodeIntegrationTest {
     return status.pid();
   }
 
-  // Kills the (only) session process, as the OOM killer would, and waits until it is gone.
-  void KillSessionProcess() {
-    const int pid = SessionPid();
-    ASSERT_GT(pid, 0);
-    kill(pid, SIGKILL);
-    while (iscsi::ProcessStartTime(pid) != 0) {
-      std::this_thread::yield();
-    }
+  // Kills the (only) session process and its keeper, so that nothing starts it again, and
+  // waits until both are gone.
+  void KillSessionForGood() {
+    ASSERT_EQ(KeeperPidsUnder(root_).size(), 1u);
+    ASSERT_GT(SessionPid(), 0);
+    KillSessionsForGood();
   }
 };
 
@@ -229,7 +227,7 @@ TEST_F(ResilienceTest, DeadSessionIsReportedAbnormalAndStillUnstagesCleanly) {
   const std::string target = root_ + "/pod1";
   ASSERT_TRUE(Stage(StageRequest("vol-d", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-d", target, /*block=*/true)).ok());
-  KillSessionProcess();
+  KillSessionForGood();
 
   csi::v1::NodeGetVolumeStatsResponse stats;
   ASSERT_TRUE(Stats("vol-d", target, &stats).ok());
@@ -367,7 +365,7 @@ TEST_F(ResilienceTest, ARepeatedStageNeverRebuildsAStagingUnderLivePublishes) {
   ASSERT_EQ(umount2(Staging("vol-r").c_str(), 0), 0);
 
   auto unmounted = Stage(StageRequest("vol-r"));
-  KillSessionProcess();
+  KillSessionForGood();
   auto killed = Stage(StageRequest("vol-r"));
 
   EXPECT_EQ(unmounted.error_code(), Code::FAILED_PRECONDITION) << unmounted.error_message();
@@ -417,8 +415,10 @@ TEST_F(ResilienceTest, ACrashDuringASessionsLoginLeavesOneSessionProcess) {
 
   EXPECT_TRUE(staged.ok()) << staged.error_message();
   EXPECT_EQ(RunningSessionProcesses().size(), 1u) << "the hung session was not stopped";
+  EXPECT_EQ(RunningSessionKeepers().size(), 1u) << "nor its keeper";
   EXPECT_TRUE(Unstage("vol-l", Staging("vol-l")).ok());
   EXPECT_TRUE(RunningSessionProcesses().empty());
+  EXPECT_TRUE(RunningSessionKeepers().empty());
 }
 
 // A target that never comes back must not hang the host: after the volume's replacement

@@ -377,17 +377,17 @@ class PrometheusServer {
   pid_t pid_ = -1;
 };
 
-// Kills the volume's session process and returns the volume once it shows a condition.
+// Kills the volume's session process (its keeper first: no successor) and returns the volume
+// once it shows a condition.
 class DeadDataPathTest : public StandaloneTest {
  protected:
   void ExpectADeadDataPathShownAsAProblem(const std::string& reason) {
     AddLun();
     Declare("data.yaml", Manifest("data", {"app"}));
     WaitVolumes(PhaseIs("data", "published"));
-    const std::vector<int> sessions = RunningSessionProcesses();
-    ASSERT_EQ(sessions.size(), 1u);
+    ASSERT_EQ(RunningSessionProcesses().size(), 1u);
 
-    ASSERT_EQ(kill(sessions[0], SIGKILL), 0);
+    KillSessionsForGood();
     auto abnormal = WaitVolumes([](const auto& r) {
       const auto* v = FindVolume(r, "data");
       return v != nullptr && !v->condition().empty();

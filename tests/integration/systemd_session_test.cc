@@ -4,6 +4,7 @@
 // from the relocatable bundle, as it does under the host's systemd in Kubernetes.
 
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "proto/state.pb.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/integration/user_systemd.h"
+#include "tests/testing/dir_watch.h"
 
 namespace stagehand::testing {
 namespace {
@@ -185,6 +187,43 @@ TEST_F(SystemdSessionTest, SessionStartsAfterTheBusAndManagerRestart) {
   EXPECT_TRUE(active.ok() && absl::StartsWith(*active, "active")) << active.status();
   st = Unstage("vol-r1", Staging("vol-r1"));
   EXPECT_TRUE(st.ok()) << st.error_message();
+}
+
+// `systemctl kill --signal=KILL` of a session's unit (the OOM killer, a crash): systemd starts the
+// unit again with what the session left in its file descriptor store, and the successor takes
+// over the FUSE connection: same mount, same loop device, I/O goes on, unstage stops it for good.
+TEST_F(SystemdSessionTest, AKilledSessionUnitIsRestartedAndTakesOverItsVolume) {
+  ASSERT_NE(manager_, nullptr);
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-k")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-k", target)).ok());
+  ASSERT_TRUE(WriteDurably(target + "/before", std::string(1 << 20, 'b')));
+  const state::v1::SessionRecord session = Record("vol-k").session();
+  const std::string status_path = session.runtime_dir() + "/status";
+
+  auto killed = manager_->Systemctl({"kill", "--signal=KILL", session.unit()});
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  state::v1::SessionStatus status;
+  const bool replaced =
+      WaitUntilInDir(session.runtime_dir(), IN_MOVED_TO, std::chrono::seconds(60), [&] {
+        auto raw = ReadFileToString(status_path);
+        return raw.ok() && status.ParseFromString(*raw) && status.pid() != session.pid() &&
+               status.took_over() && status.state() == state::v1::SessionStatus::UP;
+      });
+
+  ASSERT_TRUE(replaced) << status.DebugString();
+  auto cgroup = ReadFileToString(absl::StrCat("/proc/", status.pid(), "/cgroup"));
+  EXPECT_TRUE(cgroup.ok() && absl::StrContains(*cgroup, session.unit())) << "the same unit";
+  EXPECT_TRUE(WriteDurably(target + "/after", std::string(1 << 20, 'a')));
+  EXPECT_EQ(ReadFileToString(target + "/before").value_or(""), std::string(1 << 20, 'b'));
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-k", &health).ok());
+  EXPECT_EQ(health.volume_health().health_statuses_size(), 0) << health.DebugString();
+  ASSERT_TRUE(Unpublish("vol-k", target).ok());
+  ASSERT_TRUE(Unstage("vol-k", Staging("vol-k")).ok());
+  auto active = manager_->Systemctl({"is-active", session.unit()});
+  EXPECT_FALSE(active.ok() && absl::StartsWith(*active, "active")) << "stopped for good";
 }
 
 // Many distributions mount /run noexec: a bundle there could never run, so startup refuses it.
