@@ -164,6 +164,9 @@ grpc::Status AgentService::ListVolumes(grpc::ServerContext* context,
     }
   }
   ToProto(status, response);
+  if (driver_ != nullptr) {
+    AddDataPaths(*driver_, info_.driver_name, response);
+  }
   return grpc::Status::OK;
 }
 

@@ -28,7 +28,8 @@ class AgentService final : public stagehand::agent::v1::Agent::Service {
  public:
   // Reads the reconciler, the registry, the manifests and the registrar from `health`'s
   // sources, which must outlive the service. Without a reconciler (Kubernetes mode, or an agent
-  // that only serves the driver) the volumes listed are the built-in driver's, from `driver`.
+  // that only serves the driver) the volumes listed are the built-in driver's, from `driver`;
+  // with one, `driver` (if any) tells what serves its volumes' data paths.
   AgentService(AgentInfo info, const AgentHealth& health, driver::NodeService* driver = nullptr)
       : info_(std::move(info)),
         health_(health),

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <stop_token>
 
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
@@ -30,6 +31,7 @@
 #include "base/log.h"
 #include "base/mutex.h"
 #include "base/paths.h"
+#include "base/task_runner.h"
 #include "base/unique_fd.h"
 #include "driver/identity_service.h"
 #include "driver/node_service.h"
@@ -58,6 +60,10 @@ spdlog::logger& Log() {
   static spdlog::logger& log = ComponentLog("agent");
   return log;
 }
+
+// How long before session processes of an earlier build that could not be replaced (they were
+// reconnecting) are tried again.
+constexpr auto kUpgradeRetry = std::chrono::seconds(60);
 
 // Takes an exclusive lock on `path` that lives as long as the returned descriptor, or the
 // process. A POSIX record lock, not a flock: it is the process's and never inherited, so the
@@ -147,6 +153,9 @@ class AgentDaemon final : public Daemon {
   // On the loop: READY=1 once the first reconcile is done (or 60 s passed), STATUS= when the
   // summary changed, WATCHDOG=1 while alive; then schedules itself again.
   void Tick();
+  // Replaces session processes of an earlier build (on the upgrades runner); again after
+  // kUpgradeRetry while some could not be replaced yet.
+  void PostUpgrades();
 
   const DaemonOptions options_;
   const std::string csi_socket_;
@@ -176,6 +185,10 @@ class AgentDaemon final : public Daemon {
   mounter::LibmountMounter mounter_;
   mounter::BlkidBlockProbe probe_;
   std::unique_ptr<driver::NodeService> node_;
+  // Replaces session processes of an earlier build, once after start (its thread then leaves).
+  std::stop_source upgrades_stop_;
+  std::unique_ptr<TaskRunner> upgrades_;
+  std::unique_ptr<LoopTimer> upgrade_retry_;
   std::unique_ptr<driver::IdentityService> identity_;
   std::unique_ptr<grpc::Server> csi_server_;
 
@@ -236,9 +249,11 @@ absl::Status AgentDaemon::StartTransports() {
         "at {} so that they run as systemd units on the host",
         options_.systemd_bus_address);
   }
+  transport_options.binary = options_.session_binary.empty()
+                                 ? iscsi::UserspaceTransport::DefaultBinary()
+                                 : options_.session_binary;
   if (!options_.session_bundle_dir.empty()) {
-    auto command = InstallSessionBundle(iscsi::UserspaceTransport::DefaultBinary(),
-                                        options_.session_bundle_dir);
+    auto command = InstallSessionBundle(transport_options.binary, options_.session_bundle_dir);
     if (!command.ok()) {
       return In(absl::StrCat("session bundle in '", options_.session_bundle_dir, "'"),
                 command.status());
@@ -246,7 +261,7 @@ absl::Status AgentDaemon::StartTransports() {
     transport_options.command = std::move(*command);
   }
   Log().info("session processes: launcher={} command='{}'", session_launcher_,
-             transport_options.command.empty() ? iscsi::UserspaceTransport::DefaultBinary()
+             transport_options.command.empty() ? transport_options.binary
                                                : absl::StrJoin(transport_options.command, " "));
   userspace_transport_ = std::make_unique<iscsi::UserspaceTransport>(std::move(transport_options));
   kernel_transport_ = std::make_unique<iscsi::KernelTransport>(iscsi::KernelTransportOptions{});
@@ -395,7 +410,7 @@ absl::Status AgentDaemon::StartAgentApi() {
       AgentInfo{std::string(kVersion), kubernetes() ? "kubernetes" : "standalone", options_.node_id,
                 options_.driver_name, options_.watch_plugins ? options_.manifest_dir : "",
                 session_launcher_, default_transport_},
-      *health_, reconciler_ ? nullptr : node_.get());
+      *health_, node_.get());
   SH_ASSIGN_OR_RETURN(agent_socket_lock_, LockFile(absl::StrCat(options_.agent_socket, ".lock")));
   // Owner only, as the CSI socket and the README say.
   auto served = ServeOnUnixSocket(options_.agent_socket, {agent_service_.get()});
@@ -468,7 +483,25 @@ absl::Status AgentDaemon::Start() {
   SH_RETURN_IF_ERROR(StartRegistration());
   SH_RETURN_IF_ERROR(StartReconciler());
   SH_RETURN_IF_ERROR(StartAgentApi());
-  return StartMetrics();
+  SH_RETURN_IF_ERROR(StartMetrics());
+  // Session processes left running by an earlier build of stagehand (a package or image
+  // upgrade) are replaced one at a time, in place, while everything else serves.
+  upgrades_ = std::make_unique<TaskRunner>("upgrades");
+  upgrade_retry_ = std::make_unique<LoopTimer>(*loop_, [this] { PostUpgrades(); });
+  PostUpgrades();
+  return absl::OkStatus();
+}
+
+void AgentDaemon::PostUpgrades() {
+  upgrades_->Post([this, stop = upgrades_stop_.get_token()] {
+    const driver::NodeService::UpgradeRound round = node_->UpgradeSessions(stop);
+    if (round.replaced > 0) {
+      Log().info("replaced {} session process(es) of an earlier build in place", round.replaced);
+    }
+    if (round.waiting > 0 && !stop.stop_requested()) {
+      upgrade_retry_->ScheduleAfter(kUpgradeRetry);  // Those that were reconnecting, or busy.
+    }
+  });
 }
 
 void AgentDaemon::Tick() {
@@ -511,6 +544,11 @@ absl::Status AgentDaemon::Run() {
 }
 
 AgentDaemon::~AgentDaemon() {
+  upgrades_stop_.request_stop();
+  if (upgrade_retry_) {
+    upgrade_retry_->Close();
+  }
+  upgrades_.reset();  // Finishes the volume it is at.
   metrics_server_.reset();
   // Calls in flight to a slow driver would hold the stop past TimeoutStopSec: cancel them (each
   // one's record already says uncertain, so the next start finishes or undoes it).

@@ -67,6 +67,8 @@ struct DaemonOptions {
   // place. Default in Kubernetes mode: <kubelet-dir>/plugins/<driver>/bin (/run is often
   // mounted noexec). Checked not to be noexec.
   std::string session_bundle_dir;
+  // The session binary; empty: stagehand-session next to stagehand, else stagehand itself.
+  std::string session_binary;
   std::string initiator_name;
   std::string iscsi_initiator_conf = "/etc/iscsi/initiatorname.iscsi";
   std::string log_level = "info";

@@ -1,5 +1,7 @@
 #include "agent/driver_volumes.h"
 
+#include <map>
+
 #include <absl/strings/str_cat.h>
 
 namespace stagehand::agent {
@@ -42,7 +44,31 @@ std::string ConditionOf(driver::NodeService& node, const StagedVolume& volume) {
   return standalone::DescribeProblems(*problems);
 }
 
+void FillDataPath(driver::NodeService& node, const StagedVolume& volume, v1::DataPath* out) {
+  const iscsi::SessionDescription d = node.DescribeSession(volume);
+  out->set_transport(volume.session.transport().empty() ? std::string(iscsi::kTransportUserspace)
+                                                        : volume.session.transport());
+  out->set_pid(d.pid);
+  out->set_build(d.build);
+  out->set_outdated(d.outdated);
+  out->set_fuse_mode(d.fuse_mode);
+}
+
 }  // namespace
+
+void AddDataPaths(driver::NodeService& node, const std::string& driver_name,
+                  v1::ListVolumesResponse* out) {
+  std::map<std::string, StagedVolume> staged;
+  for (StagedVolume& volume : node.Volumes(nullptr)) {
+    staged.emplace(volume.volume_id, std::move(volume));
+  }
+  for (auto& v : *out->mutable_volumes()) {
+    auto it = staged.find(v.volume_handle());
+    if (v.driver() == driver_name && it != staged.end()) {
+      FillDataPath(node, it->second, v.mutable_data_path());
+    }
+  }
+}
 
 void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name,
                        v1::ListVolumesResponse* out, std::vector<std::string>* problems) {
@@ -65,6 +91,7 @@ void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name
       t->set_state("published");
     }
     v->set_condition(ConditionOf(node, volume));
+    FillDataPath(node, volume, v->mutable_data_path());
     if (!v->condition().empty()) {
       problems->push_back(
           absl::StrCat("volume '", volume.volume_id, "' is abnormal: ", v->condition()));

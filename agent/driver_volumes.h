@@ -19,6 +19,11 @@ namespace stagehand::agent {
 void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name,
                        v1::ListVolumesResponse* out, std::vector<std::string>* problems);
 
+// Adds what serves each of the built-in driver's volumes in `out` (a reconciler's listing:
+// matched by driver name and volume handle) as its data_path.
+void AddDataPaths(driver::NodeService& node, const std::string& driver_name,
+                  v1::ListVolumesResponse* out);
+
 // The problems of every staged volume that has any (the metrics of an agent without health
 // rounds).
 std::vector<standalone::VolumeHealthSample> DriverVolumeHealth(driver::NodeService& node,

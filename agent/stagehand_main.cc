@@ -130,6 +130,9 @@ void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags&
                  "D-Bus address of systemd (kubernetes: the host's system bus mounted into the "
                  "pod)")
       ->capture_default_str();
+  app.add_option("--session-binary", o.session_binary,
+                 "The userspace session binary (default: stagehand-session next to stagehand, "
+                 "else stagehand itself); sessions of another build are replaced by it in place");
   app.add_option(
       "--session-bundle-dir", o.session_bundle_dir,
       "Host directory for a relocatable copy of the session binary and its libraries, "

@@ -23,8 +23,6 @@
 #include "base/spawn.h"
 #include "base/unique_fd.h"
 
-extern char** environ;
-
 namespace stagehand {
 namespace {
 

@@ -14,27 +14,10 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 
+#include "base/fd_passing.h"
+
 namespace stagehand {
 namespace {
-
-constexpr size_t kMaxFds = 16;
-
-// `address` as a sockaddr_un; its length in `*len`. False when it does not fit.
-bool ToSockaddr(const std::string& address, sockaddr_un* sa, socklen_t* len) {
-  *sa = sockaddr_un{};
-  sa->sun_family = AF_UNIX;
-  if (address.empty() || address.size() >= sizeof(sa->sun_path)) {
-    return false;
-  }
-  std::memcpy(sa->sun_path, address.data(), address.size());
-  if (address[0] == '@') {
-    sa->sun_path[0] = '\0';  // Abstract: no trailing NUL counted.
-    *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
-  } else {
-    *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + 1);
-  }
-  return true;
-}
 
 const char* Env(const char* name) {
   return getenv(name);  // NOLINT(concurrency-mt-unsafe): read before threads change the env.
@@ -47,38 +30,17 @@ absl::Status NotifyServiceManager(std::string_view state, std::span<const int> f
   if (address == nullptr || address[0] == '\0') {
     return absl::OkStatus();
   }
-  if (fds.size() > kMaxFds) {
-    return absl::InvalidArgumentError("too many descriptors for one notification");
-  }
   sockaddr_un sa{};
   socklen_t sa_len = 0;
-  if (!ToSockaddr(address, &sa, &sa_len)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad NOTIFY_SOCKET '", address, "'"));
-  }
+  SH_RETURN_IF_ERROR(ToUnixAddress(address, &sa, &sa_len));
   UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd) {
     return ErrnoStatus(errno, "notification socket");
   }
-  iovec iov{const_cast<char*>(state.data()), state.size()};
-  msghdr msg{};
-  msg.msg_name = &sa;
-  msg.msg_namelen = sa_len;
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  std::array<char, CMSG_SPACE(sizeof(int) * kMaxFds)> control{};
-  if (!fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
-  }
-  while (sendmsg(fd.Get(), &msg, MSG_NOSIGNAL) < 0) {
-    if (errno != EINTR) {
-      return ErrnoStatus(errno, absl::StrCat("notify the service manager at '", address, "'"));
-    }
+  const absl::Status sent = SendWithFds(fd.Get(), state, fds, &sa, sa_len);
+  if (!sent.ok()) {
+    return absl::Status(sent.code(), absl::StrCat("notify the service manager at '", address,
+                                                  "': ", sent.message()));
   }
   return absl::OkStatus();
 }
@@ -144,9 +106,7 @@ std::map<std::string, std::string> ParseNotifyState(std::string_view state) {
 absl::StatusOr<NotifySocket> NotifySocket::Bind(const std::string& address) {
   sockaddr_un sa{};
   socklen_t sa_len = 0;
-  if (!ToSockaddr(address, &sa, &sa_len)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad notification address '", address, "'"));
-  }
+  SH_RETURN_IF_ERROR(ToUnixAddress(address, &sa, &sa_len));
   UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) {
     return ErrnoStatus(errno, "notification socket");
@@ -162,40 +122,14 @@ absl::StatusOr<NotifySocket> NotifySocket::Bind(const std::string& address) {
 }
 
 std::optional<NotifyMessage> NotifySocket::Receive() {
-  std::array<char, 4096> text{};
-  iovec iov{text.data(), text.size() - 1};
-  std::array<char, CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxFds)> control{};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
-  ssize_t n = 0;
-  do {
-    n = recvmsg(fd_.Get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) {
+  std::optional<ReceivedMessage> received = ReceiveWithFds(fd_.Get());
+  if (!received) {
     return std::nullopt;
   }
   NotifyMessage out;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET) {
-      continue;
-    }
-    if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
-      ucred cred{};
-      std::memcpy(&cred, CMSG_DATA(c), sizeof(cred));
-      out.sender_pid = cred.pid;
-    } else if (c->cmsg_type == SCM_RIGHTS) {
-      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd = -1;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        out.fds.emplace_back(fd);
-      }
-    }
-  }
-  out.fields = ParseNotifyState(std::string_view(text.data(), static_cast<size_t>(n)));
+  out.sender_pid = received->sender_pid;
+  out.fds = std::move(received->fds);
+  out.fields = ParseNotifyState(received->data);
   return out;
 }
 

@@ -193,6 +193,18 @@ std::string FormatVolumes(const agent::v1::ListVolumesResponse& r, size_t max_wi
   if (r.volumes().empty()) {
     absl::StrAppend(&out, "(no volumes declared)\n");
   }
+  std::string paths;
+  for (const auto& v : r.volumes()) {
+    if (v.has_data_path() && v.data_path().pid() > 0) {
+      const auto& d = v.data_path();
+      absl::StrAppend(&paths, "  ", v.name(), ": ", d.transport(), " session pid ", d.pid(),
+                      ", build ", d.build().substr(0, 12), ", FUSE ", OrDash(d.fuse_mode()),
+                      d.outdated() ? " (an earlier build: replaced in place)" : "", "\n");
+    }
+  }
+  if (!paths.empty()) {
+    absl::StrAppend(&out, "\ndata paths:\n", paths);
+  }
   // Sorted by file: the proto map has no order.
   std::map<std::string, std::string> errors(r.manifest_errors().begin(), r.manifest_errors().end());
   for (const auto& v : r.volumes()) {

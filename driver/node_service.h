@@ -7,6 +7,7 @@
 // from many threads; one operation per volume runs at a time (others get ABORTED).
 
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,23 @@ class NodeService final : public csi::v1::Node::Service {
   std::vector<StagedVolume> Volumes(std::vector<std::string>* errors) const {
     return store_.List(errors);
   }
+
+  // What serves `volume`'s data path now (for the agent API).
+  iscsi::SessionDescription DescribeSession(const StagedVolume& volume) const {
+    return deps_.transport.Describe(volume.session);
+  }
+
+  // Replaces, one volume at a time and under its lock, each session process of another build
+  // than the transport's own (stagehand was upgraded) through a handover that leaves the mount,
+  // the device and the filesystem in place, and saves the volume's new session record. A volume
+  // whose replacement fails keeps its old process (logged). Stops between volumes once `stop`
+  // is requested. session_upgrades.cc.
+  struct UpgradeRound {
+    int replaced = 0;
+    int waiting = 0;  // Could not be replaced now (reconnecting, or busy): ask again later.
+  };
+
+  UpgradeRound UpgradeSessions(const std::stop_token& stop);
 
  private:
   // The session's problem (gone, stopped, reconnecting, another LUN, fewer paths), if any.

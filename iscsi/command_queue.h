@@ -92,6 +92,9 @@ class CommandQueue {
   // Stopping: answers (EIO) whatever waits, so that the kernel is not left waiting.
   void FailWaiting();
 
+  // Nothing in flight on the connection, nothing waiting for one or for a tick.
+  bool Idle() const { return sent_.empty() && parked_.empty() && retry_on_tick_.empty(); }
+
  private:
   static void OnTaskDone(iscsi_context* ctx, int status, void* command_data, void* private_data);
   static void OnIdentityPage(iscsi_context* ctx, int status, void* command_data,

@@ -133,7 +133,7 @@ absl::Status FuseConnection::NotifyResend() {
   out.len = sizeof(out);
   out.error = kFuseNotifyResend;
   std::array<iovec, 1> iov{{{&out, sizeof(out)}}};
-  const absl::Status sent = Send(iov);
+  absl::Status sent = Send(iov);
   if (!sent.ok() && absl::IsInvalidArgument(sent)) {
     return absl::UnimplementedError(
         "this kernel cannot resend FUSE requests (FUSE_NOTIFY_RESEND needs Linux 6.9)");

@@ -6,7 +6,9 @@
 
 #include <array>
 #include <cerrno>
+#include <limits>
 #include <utility>
+#include <vector>
 
 #include <absl/strings/str_cat.h>
 
@@ -21,6 +23,7 @@ namespace stagehand::iscsi {
 namespace {
 
 constexpr int kTickSeconds = 1;
+constexpr size_t kNoSlot = std::numeric_limits<size_t>::max();
 
 }  // namespace
 
@@ -35,6 +38,14 @@ struct FuseLunServer::Impl {
   // Adopted: the kernel must resend what the earlier server left unanswered, once, before
   // this one serves the first request.
   bool resend_pending = false;
+  // Handing over to a successor: no FUSE requests taken; `drained` is called once every one
+  // taken is answered (or at `drain_deadline`); `ending` ends Run() leaving the mount.
+  bool fuse_paused = false;
+  std::function<void()> drained;
+  std::chrono::steady_clock::time_point drain_deadline;
+  bool ending = false;
+  std::function<std::vector<int>()> extra_fds;
+  std::function<void(int)> on_extra;
   StatusBoard board;
   BufferPool pool;
   std::unique_ptr<CommandQueue> queue;
@@ -45,10 +56,76 @@ struct FuseLunServer::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  // A server that stops ends its mount: nothing may use the LUN file after it.
+  // A server that stops ends its mount (nothing may use the LUN file after it), unless it
+  // handed the mount to a successor.
   ~Impl() {
-    if (file != nullptr) {
+    if (file != nullptr && !ending) {
       (void)file->Unmount();
+    }
+  }
+
+  struct Descriptors {
+    int stop;
+    int refresh;
+    int timer;
+  };
+  enum class Turn { kGoOn, kStop, kFuseEnded };
+
+  // One wait of the serving loop and what it brought: iSCSI completions, a capacity refresh, a
+  // tick, FUSE requests, the extra descriptors. `fds` is scratch space kept between turns.
+  absl::StatusOr<Turn> WaitAndServe(const Descriptors& d, std::vector<pollfd>& fds) {
+    // Fixed slots first: stop, timer, refresh, FUSE (unless paused), the connection; then the
+    // extra descriptors (the handover socket).
+    fds.assign({{d.stop, POLLIN, 0}, {d.timer, POLLIN, 0}, {d.refresh, POLLIN, 0}});
+    const size_t fuse_slot = fuse_paused ? kNoSlot : fds.size();
+    if (!fuse_paused) {
+      fds.push_back({file->Fd(), POLLIN, 0});
+    }
+    const size_t conn_slot = queue->HasConnection() ? fds.size() : kNoSlot;
+    if (queue->HasConnection()) {
+      fds.push_back({queue->Fd(), queue->Events(), 0});
+    }
+    const size_t extra_from = fds.size();
+    if (extra_fds) {
+      for (int fd : extra_fds()) {
+        fds.push_back({fd, POLLIN, 0});
+      }
+    }
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      return errno == EINTR ? absl::StatusOr<Turn>(Turn::kGoOn) : ErrnoStatus(errno, "poll");
+    }
+    if (fds[0].revents != 0) {
+      return Turn::kStop;
+    }
+    if (conn_slot != kNoSlot && fds[conn_slot].revents != 0) {
+      queue->Service(fds[conn_slot].revents);
+    }
+    if (fds[2].revents != 0) {
+      std::array<char, 128> info{};  // Drain the signalfd (struct signalfd_siginfo is 128 bytes).
+      while (read(d.refresh, info.data(), info.size()) > 0) {
+      }
+      queue->RefreshCapacity();
+    }
+    if (fds[1].revents != 0) {
+      uint64_t expirations = 0;
+      (void)!read(d.timer, &expirations, sizeof(expirations));
+      queue->OnTick();
+      Alive();
+    }
+    if (fuse_slot != kNoSlot && fds[fuse_slot].revents != 0 && !ServeFuse()) {
+      return Turn::kFuseEnded;
+    }
+    for (size_t i = extra_from; i < fds.size(); ++i) {
+      if (fds[i].revents != 0 && on_extra) {
+        on_extra(fds[i].fd);
+      }
+    }
+    return Turn::kGoOn;
+  }
+
+  void CheckIdle() {
+    if (drained && (queue->Idle() || std::chrono::steady_clock::now() >= drain_deadline)) {
+      std::exchange(drained, nullptr)();
     }
   }
 
@@ -67,7 +144,7 @@ struct FuseLunServer::Impl {
     return file->Serve();
   }
 
-  void Alive() {
+  void Alive() const {
     Beat(counters);
     if (on_alive) {
       on_alive();
@@ -145,6 +222,7 @@ void AddReconnector(FuseLunServer::Impl* s, FuseLunServerOptions& options) {
           .identity = std::move(options.identity),
           .replacement_timeout = options.replacement_timeout,
           .on_capacity = [s](const LunCapacity& capacity) { return s->TakeCapacity(capacity); },
+          .lost_since = options.lost_since,
       },
       *s->queue, s->board);
 }
@@ -175,8 +253,42 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Adopt(FuseLunServe
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
 }
 
+absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::AdoptConnected(
+    FuseLunServerOptions options, UniqueFd fuse, std::unique_ptr<Connection> connection) {
+  std::unique_ptr<Impl> impl = Wire(options, connection->ReleaseContext());
+  Impl* s = impl.get();
+  SH_ASSIGN_OR_RETURN(FuseConnection adopted,
+                      FuseConnection::Adopt(std::move(fuse), options.mountpoint));
+  s->file = std::make_unique<LunFile>(std::move(adopted), options.file_name, options.capacity,
+                                      *s->queue, s->pool);
+  s->resend_pending = true;
+  AddReconnector(s, options);
+  return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
+}
+
 absl::StatusOr<UniqueFd> FuseLunServer::DuplicateFuse() const {
   return impl_->file->connection().Duplicate();
+}
+
+void FuseLunServer::SetExtraPoll(std::function<std::vector<int>()> fds,
+                                 std::function<void(int)> on_readable) {
+  impl_->extra_fds = std::move(fds);
+  impl_->on_extra = std::move(on_readable);
+}
+
+void FuseLunServer::PauseFuse(std::chrono::milliseconds bound, std::function<void()> drained) {
+  impl_->fuse_paused = true;
+  impl_->drain_deadline = std::chrono::steady_clock::now() + bound;
+  impl_->drained = std::move(drained);
+}
+
+void FuseLunServer::ResumeFuse() {
+  impl_->fuse_paused = false;
+  impl_->drained = nullptr;
+}
+
+void FuseLunServer::EndKeepingMount() {
+  impl_->ending = true;
 }
 
 absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
@@ -197,7 +309,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
                                                             bool serve_fuse) {
     s.Alive();
     std::array<pollfd, 2> fds{{{stop_fd, POLLIN, 0}, {s.file->Fd(), POLLIN, 0}}};
-    const nfds_t n = serve_fuse ? 2 : 1;
+    const nfds_t n = serve_fuse && !s.fuse_paused ? 2 : 1;
     if (poll(fds.data(), n, static_cast<int>(ms.count())) < 0 && errno != EINTR) {
       return false;
     }
@@ -207,54 +319,35 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
     fuse_ended = n == 2 && fds[1].revents != 0 && !s.ServeFuse();
     return !fuse_ended;
   };
-  s.board.Publish(ServerState::kUp, "serving");
-  while (true) {
+  if (!s.queue->ReconnectRequested()) {
+    s.board.Publish(ServerState::kUp, "serving");  // Adopted: once logged in.
+  }
+  const Impl::Descriptors descriptors{stop_fd, refresh_fd, timer.Get()};
+  std::vector<pollfd> fds;
+  while (!s.ending) {
     Beat(s.counters);  // At least once a tick: the agent reads it as the sign of life.
-    if (s.resend_pending && !s.queue->ReconnectRequested() && !s.ServeFuse()) {
+    if (s.resend_pending && !s.queue->ReconnectRequested() && !s.fuse_paused && !s.ServeFuse()) {
       fuse_ended = true;  // Adopted and logged in: the resend comes before anything else.
       break;
     }
     if (s.queue->ReconnectRequested() && !s.reconnector->Reconnect(wait)) {
       break;
     }
-    std::array<pollfd, 5> fds{};
-    fds[0] = {s.file->Fd(), POLLIN, 0};
-    fds[1] = {stop_fd, POLLIN, 0};
-    fds[2] = {timer.Get(), POLLIN, 0};
-    fds[3] = {refresh_fd, POLLIN, 0};
-    nfds_t n = 4;
-    if (s.queue->HasConnection()) {
-      fds[4] = {s.queue->Fd(), s.queue->Events(), 0};
-      n = 5;
-    }
-    if (poll(fds.data(), n, -1) < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return ErrnoStatus(errno, "poll");
-    }
-    if (fds[1].revents != 0) {
+    s.CheckIdle();
+    if (s.ending) {
       break;
     }
-    if (n == 5 && fds[4].revents != 0) {
-      s.queue->Service(fds[4].revents);
+    SH_ASSIGN_OR_RETURN(const Impl::Turn turn, s.WaitAndServe(descriptors, fds));
+    if (turn == Impl::Turn::kStop) {
+      break;
     }
-    if (fds[3].revents != 0) {
-      std::array<char, 128> info{};  // Drain the signalfd (struct signalfd_siginfo is 128 bytes).
-      while (read(refresh_fd, info.data(), info.size()) > 0) {
-      }
-      s.queue->RefreshCapacity();
-    }
-    if (fds[2].revents != 0) {
-      uint64_t expirations = 0;
-      (void)!read(timer.Get(), &expirations, sizeof(expirations));
-      s.queue->OnTick();
-      s.Alive();
-    }
-    if (fds[0].revents != 0 && !s.ServeFuse()) {
+    if (turn == Impl::Turn::kFuseEnded) {
       fuse_ended = true;
       break;
     }
+  }
+  if (s.ending) {
+    return absl::OkStatus();  // Handed over: what was taken is answered, the mount stays.
   }
   // Stopping: answer whatever waits so the kernel is not left waiting.
   s.queue->FailWaiting();

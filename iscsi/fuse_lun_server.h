@@ -47,6 +47,8 @@ struct FuseLunServerOptions {
   // fail with EIO (so that nothing hangs on a target that is gone) while the reconnects go on;
   // once a login succeeds, I/O works again.
   std::chrono::seconds replacement_timeout{120};
+  // Adopt: when the connection was lost, if before this process (see ReconnectorOptions).
+  std::optional<std::chrono::steady_clock::time_point> lost_since;
 };
 
 class FuseLunServer {
@@ -66,8 +68,24 @@ class FuseLunServer {
   static absl::StatusOr<std::unique_ptr<FuseLunServer>> Adopt(FuseLunServerOptions options,
                                                               UniqueFd fuse);
 
+  // As Adopt, with a connection already logged in to the LUN `options.identity` names (a
+  // successor that checked it before the handover): Run() resends and serves at once.
+  static absl::StatusOr<std::unique_ptr<FuseLunServer>> AdoptConnected(
+      FuseLunServerOptions options, UniqueFd fuse, std::unique_ptr<Connection> connection);
+
   // A duplicate of the /dev/fuse descriptor, for the process's manager to keep.
   absl::StatusOr<UniqueFd> DuplicateFuse() const;
+
+  // The handover to a successor (handover.h), on the server thread. More descriptors for the
+  // serving loop: `fds` is asked before each wait, `on_readable` called for each readable one.
+  void SetExtraPoll(std::function<std::vector<int>()> fds, std::function<void(int)> on_readable);
+  // Stops taking FUSE requests; calls `drained` once every request taken is answered, or after
+  // `bound` (the successor has the kernel resend the rest).
+  void PauseFuse(std::chrono::milliseconds bound, std::function<void()> drained);
+  // Takes FUSE requests again (the successor went away).
+  void ResumeFuse();
+  // Ends Run() (it returns OK), leaving the FUSE mount to the successor.
+  void EndKeepingMount();
 
   FuseLunServer(const FuseLunServer&) = delete;
   FuseLunServer& operator=(const FuseLunServer&) = delete;

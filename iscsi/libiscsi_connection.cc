@@ -4,7 +4,6 @@
 
 #include "iscsi/iscsi_errors.h"
 #include "iscsi/iscsi_handles.h"
-#include "iscsi/libiscsi_step.h"
 
 namespace stagehand::iscsi {
 
@@ -39,13 +38,17 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Login(const LoginParams&
   // Connect, log in and TEST UNIT READY asynchronously under our own deadline: libiscsi's sync
   // login has no timeout, and a half-started target must not hang a stage or a reconnect.
   AsyncStep step;
-  SH_RETURN_IF_ERROR(
+  const absl::Status logged_in =
       RunAsyncStep(ctx.get(), what, params.timeout_seconds, step,
                    iscsi_full_connect_async(ctx.get(), portal.c_str(), static_cast<int>(params.lun),
-                                            OnAsyncStep, &step)));
-  return std::unique_ptr<Connection>(
-      new Connection(std::move(ctx), params.lun,
-                     absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
+                                            OnAsyncStep, &step),
+                   params.keepalive);
+  if (!logged_in.ok()) {
+    ctx.reset();  // Now, while `step` exists: what is still queued is cancelled into it.
+    return logged_in;
+  }
+  return std::unique_ptr<Connection>(new Connection(
+      std::move(ctx), params, absl::StrCat("'", params.iqn, "' lun ", params.lun, " at ", portal)));
 }
 
 Connection::~Connection() {
@@ -69,11 +72,38 @@ absl::Status Connection::Logout() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ScsiTask> Connection::Run(const std::string& what,
+                                         const std::function<scsi_task*(TaskStep*)>& start) {
+  if (ctx_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(what, ": the connection failed earlier"));
+  }
+  TaskStep step;
+  auto task = RunTaskStep(ctx_.get(), what, timeout_seconds_, step, start(&step), keepalive_);
+  if (!step.done) {
+    // Timed out with the command still queued: drop the connection now, while `step` exists
+    // (its callback runs as the context goes); later calls fail.
+    ctx_.reset();
+  }
+  return task;
+}
+
+absl::Status Connection::Failed(const std::string& what,
+                                const absl::StatusOr<ScsiTask>& ran) const {
+  if (!ran.ok()) {
+    return ran.status();
+  }
+  return MapLibiscsiError(what, ctx_ != nullptr ? iscsi_get_error(ctx_.get()) : "");
+}
+
 absl::StatusOr<std::vector<uint8_t>> Connection::Inquiry(bool evpd, int page) {
-  ScsiTask task(iscsi_inquiry_sync(ctx_.get(), static_cast<int>(lun_), evpd ? 1 : 0, page, 255));
+  const std::string what = absl::StrCat("INQUIRY page 0x", absl::Hex(page), " of ", what_);
+  auto ran = Run(what, [&](TaskStep* step) {
+    return iscsi_inquiry_task(ctx_.get(), static_cast<int>(lun_), evpd ? 1 : 0, page, 255,
+                              OnTaskStep, step);
+  });
+  ScsiTask task = ran.ok() ? std::move(*ran) : ScsiTask();
   if (!task || task->status != SCSI_STATUS_GOOD) {
-    return MapLibiscsiError(absl::StrCat("INQUIRY page 0x", absl::Hex(page), " of ", what_),
-                            iscsi_get_error(ctx_.get()));
+    return Failed(what, ran);
   }
   return std::vector<uint8_t>(task->datain.data, task->datain.data + task->datain.size);
 }
@@ -112,7 +142,10 @@ absl::StatusOr<LunIdentity> Connection::ReadIdentity() {
 }
 
 absl::StatusOr<std::optional<std::vector<uint8_t>>> Connection::OptionalVpdPage(int page) {
-  ScsiTask task(iscsi_inquiry_sync(ctx_.get(), static_cast<int>(lun_), 1, page, 255));
+  auto ran = Run("INQUIRY", [&](TaskStep* step) {
+    return iscsi_inquiry_task(ctx_.get(), static_cast<int>(lun_), 1, page, 255, OnTaskStep, step);
+  });
+  ScsiTask task = ran.ok() ? std::move(*ran) : ScsiTask();
   const VpdAnswer answer =
       task ? ClassifyVpdAnswer(true, task->status, task->sense.key, task->sense.ascq)
            : VpdAnswer::kError;
@@ -126,17 +159,18 @@ absl::StatusOr<std::optional<std::vector<uint8_t>>> Connection::OptionalVpdPage(
       break;
   }
   const absl::Status s =
-      MapLibiscsiError(absl::StrCat("INQUIRY VPD page 0x", absl::Hex(page), " of ", what_),
-                       iscsi_get_error(ctx_.get()));
+      Failed(absl::StrCat("INQUIRY VPD page 0x", absl::Hex(page), " of ", what_), ran);
   // Whatever the mapping says, the identity is unknown, not different: retry the login.
   return absl::UnavailableError(s.message());
 }
 
 absl::StatusOr<LunCapacity> Connection::ReadCapacity() {
-  ScsiTask task(iscsi_readcapacity16_sync(ctx_.get(), static_cast<int>(lun_)));
+  auto ran = Run("READ CAPACITY(16)", [&](TaskStep* step) {
+    return iscsi_readcapacity16_task(ctx_.get(), static_cast<int>(lun_), OnTaskStep, step);
+  });
+  ScsiTask task = ran.ok() ? std::move(*ran) : ScsiTask();
   if (!task || task->status != SCSI_STATUS_GOOD) {
-    return MapLibiscsiError(absl::StrCat("READ CAPACITY(16) of ", what_),
-                            iscsi_get_error(ctx_.get()));
+    return Failed(absl::StrCat("READ CAPACITY(16) of ", what_), ran);
   }
   auto* rc16 = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(task.get()));
   if (rc16 == nullptr) {

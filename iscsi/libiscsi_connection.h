@@ -4,12 +4,14 @@
 // Once logged in, the session process drives the context asynchronously.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "base/status.h"
 #include "iscsi/iscsi_handles.h"
+#include "iscsi/libiscsi_step.h"
 #include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
@@ -25,6 +27,9 @@ struct LoginParams {
   std::string initiator_name;
   std::optional<ChapCredentials> chap;
   int timeout_seconds = 10;
+  // Called at least every 100 ms while a login or a read of this connection waits (a watchdog
+  // ping: a login to a target that does not answer takes up to timeout_seconds a step).
+  std::function<void()> keepalive;
 };
 
 // A logged-in libiscsi context. Destroying it logs out (best effort) and closes the socket.
@@ -57,8 +62,18 @@ class Connection {
   IscsiContext ReleaseContext();
 
  private:
-  Connection(IscsiContext ctx, uint32_t lun, std::string what)
-      : ctx_(std::move(ctx)), lun_(lun), what_(std::move(what)) {}
+  Connection(IscsiContext ctx, const LoginParams& params, std::string what)
+      : ctx_(std::move(ctx)),
+        lun_(params.lun),
+        timeout_seconds_(params.timeout_seconds),
+        keepalive_(params.keepalive),
+        what_(std::move(what)) {}
+
+  // The error of a command that did not complete with GOOD: `ran`'s, or libiscsi's.
+  absl::Status Failed(const std::string& what, const absl::StatusOr<ScsiTask>& ran) const;
+  // Runs one command (`start` queues it with OnTaskStep) under the login timeout.
+  absl::StatusOr<ScsiTask> Run(const std::string& what,
+                               const std::function<scsi_task*(TaskStep*)>& start);
 
   absl::StatusOr<std::vector<uint8_t>> Inquiry(bool evpd, int page);
   // A VPD page the target may lack: nullopt when it says it has none (ILLEGAL REQUEST);
@@ -67,6 +82,8 @@ class Connection {
 
   IscsiContext ctx_;
   uint32_t lun_;
+  int timeout_seconds_;
+  std::function<void()> keepalive_;
   std::string what_;  // "iqn… lun 1 at host:port", for messages.
   bool logged_out_ = false;
 };

@@ -28,13 +28,17 @@ void OnAsyncStep(iscsi_context* ctx, int status, void*, void* private_data) {
   FinishAsyncStep(ctx, status, static_cast<AsyncStep*>(private_data));
 }
 
-absl::Status RunAsyncStep(iscsi_context* ctx, const std::string& what, int timeout_seconds,
-                          AsyncStep& step, int start) {
-  if (start != 0) {
-    return MapLibiscsiError(what, iscsi_get_error(ctx));
-  }
+namespace {
+
+// Services `ctx` until `step` is done or the deadline; errors for the deadline and for a
+// connection that fails.
+absl::Status ServiceUntilDone(iscsi_context* ctx, const std::string& what, int timeout_seconds,
+                              const AsyncStep& step, const Keepalive& keepalive) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
   while (!step.done) {
+    if (keepalive) {
+      keepalive();
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -50,10 +54,45 @@ absl::Status RunAsyncStep(iscsi_context* ctx, const std::string& what, int timeo
       return MapLibiscsiError(what, step.error.empty() ? iscsi_get_error(ctx) : step.error);
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunAsyncStep(iscsi_context* ctx, const std::string& what, int timeout_seconds,
+                          AsyncStep& step, int start, const Keepalive& keepalive) {
+  if (start != 0) {
+    return MapLibiscsiError(what, iscsi_get_error(ctx));
+  }
+  SH_RETURN_IF_ERROR(ServiceUntilDone(ctx, what, timeout_seconds, step, keepalive));
   if (step.status != SCSI_STATUS_GOOD) {
     return MapLibiscsiError(what, step.error.empty() ? iscsi_get_error(ctx) : step.error);
   }
   return absl::OkStatus();
+}
+
+void OnTaskStep(iscsi_context* ctx, int status, void* command_data, void* private_data) {
+  auto* step = static_cast<TaskStep*>(private_data);
+  step->task = static_cast<scsi_task*>(command_data);
+  FinishAsyncStep(ctx, status, step);
+}
+
+absl::StatusOr<ScsiTask> RunTaskStep(iscsi_context* ctx, const std::string& what,
+                                     int timeout_seconds, TaskStep& step, scsi_task* started,
+                                     const Keepalive& keepalive) {
+  if (started == nullptr) {
+    return MapLibiscsiError(what, iscsi_get_error(ctx));
+  }
+  const absl::Status serviced = ServiceUntilDone(ctx, what, timeout_seconds, step, keepalive);
+  ScsiTask task(step.done ? step.task : nullptr);
+  if (!serviced.ok()) {
+    // Not done: the task is still libiscsi's (it frees it with the context).
+    return absl::UnavailableError(serviced.message());
+  }
+  if (!task) {
+    return absl::UnavailableError(absl::StrCat(what, ": no answer"));
+  }
+  return task;
 }
 
 }  // namespace stagehand::iscsi

@@ -35,7 +35,7 @@ int FlapBackoffMs(int previous_ms, std::chrono::steady_clock::duration since_las
 }
 
 Reconnector::Reconnector(ReconnectorOptions options, CommandQueue& queue, StatusBoard& board)
-    : options_(std::move(options)), queue_(queue), board_(board) {
+    : options_(std::move(options)), queue_(queue), board_(board), lost_since_(options_.lost_since) {
   for (size_t i = 0; i < options_.portals.size(); ++i) {
     if (options_.portals[i] == options_.login.portal) {
       portal_index_ = i;
@@ -85,6 +85,9 @@ bool Reconnector::Reconnect(const Wait& wait) {
   if (!lost_since_) {
     lost_since_ = std::chrono::steady_clock::now();
   }
+  board_.status.lost_since_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(lost_since_->time_since_epoch())
+          .count());
   board_.Publish(ServerState::kReconnecting,
                  absl::StrCat("connection lost (", reason, "); logging in again"));
   // A connection that drops again right after a reconnect is flapping: back off before the
@@ -122,6 +125,7 @@ bool Reconnector::Reconnect(const Wait& wait) {
         queue_.Connect((*conn)->ReleaseContext());
         last_reconnect_ = std::chrono::steady_clock::now();
         lost_since_.reset();
+        board_.status.lost_since_ns = 0;
         board_.status.portal = params.portal.ToString();
         ++board_.status.reconnects;
         board_.Publish(ServerState::kUp, "reconnected");

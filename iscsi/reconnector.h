@@ -34,6 +34,9 @@ struct ReconnectorOptions {
   std::chrono::seconds replacement_timeout{120};
   // The capacity read at each login; false refuses it (the server failed closed: stop here).
   std::function<bool(const LunCapacity&)> on_capacity;
+  // When the connection was lost, if before this process (a successor of one that died while
+  // reconnecting): the replacement timeout runs from then, not from the successor's start.
+  std::optional<std::chrono::steady_clock::time_point> lost_since;
 };
 
 class Reconnector {

@@ -21,6 +21,8 @@ struct ServerStatus {
   uint64_t capacity_refreshes = 0;  // Incremented each time a capacity refresh completes.
   // Reconnecting past the replacement timeout: I/O fails instead of waiting.
   bool io_failing = false;
+  // CLOCK_MONOTONIC, in nanoseconds, of when the connection was lost; 0 while connected.
+  uint64_t lost_since_ns = 0;
 };
 
 // The parts of the server keep `status` current (portal, counters, capacity) and publish a

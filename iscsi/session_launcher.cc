@@ -55,8 +55,9 @@ std::unique_ptr<SessionLauncher> MakeDetachedLauncher() {
   return std::make_unique<DetachedLauncher>();
 }
 
-std::string SessionUnitName(const std::string& runtime_dir) {
-  return absl::StrCat("stagehand-session-", Sha256Hex(runtime_dir).substr(0, 12), ".service");
+std::string SessionUnitName(const std::string& runtime_dir, uint32_t generation) {
+  return absl::StrCat("stagehand-session-", Sha256Hex(runtime_dir).substr(0, 12),
+                      generation == 0 ? "" : absl::StrCat("-", generation), ".service");
 }
 
 }  // namespace stagehand::iscsi

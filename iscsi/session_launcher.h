@@ -8,6 +8,7 @@
 // that exits at once so that it is reparented to init).
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,7 +53,8 @@ class SessionLauncher {
 
 std::unique_ptr<SessionLauncher> MakeDetachedLauncher();
 
-// "stagehand-session-<12 hex>.service", derived from the session's runtime directory.
-std::string SessionUnitName(const std::string& runtime_dir);
+// "stagehand-session-<12 hex>.service", derived from the session's runtime directory;
+// "stagehand-session-<12 hex>-<generation>.service" for the processes of later upgrades.
+std::string SessionUnitName(const std::string& runtime_dir, uint32_t generation = 0);
 
 }  // namespace stagehand::iscsi

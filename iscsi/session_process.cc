@@ -17,6 +17,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 
+#include "base/build_id.h"
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/process.h"
@@ -24,6 +25,7 @@
 #include "base/service_notify.h"
 #include "base/unique_fd.h"
 #include "iscsi/fuse_lun_server.h"
+#include "iscsi/handover.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/session_conversions.h"
 #include "proto/state.pb.h"
@@ -34,6 +36,10 @@ namespace {
 using state::v1::SessionConfig;
 using state::v1::SessionHandover;
 using state::v1::SessionStatus;
+
+// How long a process handing its volume over waits for the requests it took to be answered
+// before it lets go anyway (the kernel resends the rest to the successor).
+constexpr auto kDrainBound = std::chrono::seconds(5);
 
 absl::StatusOr<std::string> ReadAll(int fd) {
   std::string out;
@@ -108,6 +114,10 @@ class Session {
     return Serve(TakeOver(handover, std::move(fuse)));
   }
 
+  // An upgrade: takes the volume over from the process serving it now, through its handover
+  // socket; until that process lets go, it serves on and nothing here touches the volume.
+  int RunUpgrade() { return Serve(Upgrade()); }
+
  private:
   std::string StatusPath() const { return JoinPath(config_.runtime_dir(), "status"); }
 
@@ -128,11 +138,12 @@ class Session {
     status_.set_capacity_bytes(s.capacity_bytes);
     status_.set_capacity_refreshes(s.capacity_refreshes);
     status_.set_io_failing(s.io_failing);
+    status_.set_lost_since_ns(s.lost_since_ns);
     status_.set_pid(getpid());
     (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
   }
 
-  int Serve(absl::Status started) {
+  int Serve(const absl::Status& started) {
     if (!started.ok()) {
       status_.set_state(SessionStatus::FAILED);
       status_.set_message(std::string(started.message()));
@@ -141,7 +152,11 @@ class Session {
       return 1;
     }
     absl::Status status = server_->Run(stop_fd_.Get(), refresh_fd_.Get());
-    server_.reset();  // Unmounts FUSE, logs out.
+    handover_.reset();
+    server_.reset();  // Unmounts FUSE (unless handed over), logs out.
+    if (status.ok() && handed_over_) {
+      return 0;  // The successor serves; the status file and the counters are its own now.
+    }
     if (status.code() == absl::StatusCode::kAborted) {
       // The volume is dead for good: the last status says why, for the agent's health checks
       // (the process is gone), until the volume is unstaged.
@@ -171,7 +186,10 @@ class Session {
   }
 
   // Who this process is (and its keeper, if one restarts it), on disk before anything else.
-  absl::Status Introduce(const std::string& message) {
+  absl::Status Introduce(const std::string& message, bool write = true) {
+    status_.set_build(OwnBuildId());
+    status_.set_fuse_mode("classic");
+    status_.set_unit(config_.unit());
     status_.set_state(SessionStatus::STARTING);
     status_.set_message(message);
     status_.set_pid(getpid());
@@ -185,7 +203,8 @@ class Session {
         status_.set_keeper_start_time(ProcessStartTime(pid));
       }
     }
-    return WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
+    return write ? WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600)
+                 : absl::OkStatus();
   }
 
   // The options of the server, but for what only a login can tell.
@@ -196,16 +215,32 @@ class Session {
     options.mountpoint = JoinPath(config_.runtime_dir(), "mnt");
     options.counters = counters_.get();
     options.on_status = [this](const ServerStatus& s) { OnStatus(s); };
-    if (const uint64_t usec = WatchdogIntervalUsec(); usec > 0) {
-      options.on_alive = [] { (void)NotifyServiceManager("WATCHDOG=1"); };
-    }
+    options.on_alive = Pinger();
     options.replacement_timeout = std::chrono::seconds(
         config_.replacement_timeout_seconds() == 0 ? 120 : config_.replacement_timeout_seconds());
     return options;
   }
 
+  // The watchdog ping for the manager (systemd or the keeper), at most every 200 ms; empty
+  // without a watchdog.
+  static std::function<void()> Pinger() {
+    if (WatchdogIntervalUsec() == 0) {
+      return {};
+    }
+    return [last = std::chrono::steady_clock::time_point()]() mutable {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last >= std::chrono::milliseconds(200)) {
+        last = now;
+        (void)NotifyServiceManager("WATCHDOG=1");
+      }
+    };
+  }
+
   LoginParams Login(std::vector<Portal>* portals) const {
     LoginParams params;
+    // Logins and reads wait up to 10 s a step for a target that does not answer: the manager
+    // must not take that for a hung process.
+    params.keepalive = Pinger();
     params.iqn = config_.iqn();
     params.lun = config_.lun();
     params.initiator_name = config_.initiator_name();
@@ -225,24 +260,66 @@ class Session {
   // Leaves what a successor needs with the manager (systemd's file descriptor store, or the
   // keeper): the config and the LUN as checked, and the /dev/fuse descriptor. Without a manager
   // nothing is kept, and a process that dies takes the volume's I/O with it.
-  void KeepForSuccessor(const LunIdentity& identity, const LunCapacity& capacity) {
-    SessionHandover handover;
-    *handover.mutable_config() = config_;
-    ToProto(identity, handover.mutable_identity());
-    handover.set_capacity_bytes(capacity.Bytes());
-    handover.set_block_size(capacity.block_size);
-    auto memory = SealedMemoryFile("stagehand-session-handover", handover.SerializeAsString());
-    auto fuse = server_->DuplicateFuse();
-    if (!memory.ok() || !fuse.ok()) {
+  void KeepForSuccessor() {
+    auto fds = HandoverFds();
+    if (!fds.ok()) {
       return;
     }
-    const std::array<int, 1> handover_fd{memory->Get()};
-    const std::array<int, 1> fuse_fd{fuse->Get()};
+    const std::array<int, 1> handover_fd{fds->first.Get()};
+    const std::array<int, 1> fuse_fd{fds->second.Get()};
     (void)NotifyServiceManager("FDSTORE=1\nFDNAME=handover", handover_fd);
     (void)NotifyServiceManager("FDSTORE=1\nFDNAME=fuse", fuse_fd);
   }
 
+  // What a successor needs: a sealed memory file with the config and the LUN as checked, and
+  // a duplicate of /dev/fuse.
+  absl::StatusOr<std::pair<UniqueFd, UniqueFd>> HandoverFds() const {
+    SessionHandover handover;
+    *handover.mutable_config() = config_;
+    ToProto(identity_, handover.mutable_identity());
+    handover.set_capacity_bytes(capacity_.Bytes());
+    handover.set_block_size(capacity_.block_size);
+    SH_ASSIGN_OR_RETURN(UniqueFd memory, SealedMemoryFile("stagehand-session-handover",
+                                                          handover.SerializeAsString()));
+    SH_ASSIGN_OR_RETURN(UniqueFd fuse, server_->DuplicateFuse());
+    return std::make_pair(std::move(memory), std::move(fuse));
+  }
+
+  // Listens for a successor of another build (handover.h) from the serving loop.
+  void OfferHandover() {
+    const std::string path = JoinPath(config_.runtime_dir(), kHandoverSocket);
+    auto server =
+        HandoverServer::Listen(path, {.offer = [this] { return HandoverFds(); },
+                                      .take =
+                                          [this](std::function<void()> drained) {
+                                            server_->PauseFuse(kDrainBound, std::move(drained));
+                                          },
+                                      .resume = [this] { server_->ResumeFuse(); },
+                                      .stored =
+                                          [this] {
+                                            handed_over_ = true;
+                                            server_->EndKeepingMount();
+                                          }});
+    if (!server.ok()) {
+      return;  // No upgrade in place for this process; it serves as ever.
+    }
+    handover_ = std::move(*server);
+    status_.set_handover_socket(path);
+    server_->SetExtraPoll([this] { return handover_->Fds(); },
+                          [this](int fd) { handover_->OnReadable(fd); });
+  }
+
   absl::Status TakeOver(const SessionHandover& handover, UniqueFd fuse) {
+    // What the process that died last said: if it was reconnecting, the replacement timeout
+    // keeps running from when its connection was lost; otherwise it is lost now.
+    SessionStatus last;
+    auto last_raw = ReadFileToString(StatusPath());
+    const bool was_lost =
+        last_raw.ok() && last.ParseFromString(*last_raw) && last.lost_since_ns() != 0;
+    const auto lost_since =
+        was_lost ? std::chrono::steady_clock::time_point(
+                       std::chrono::nanoseconds(static_cast<int64_t>(last.lost_since_ns())))
+                 : std::chrono::steady_clock::now();
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/false));
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/true));
     SH_RETURN_IF_ERROR(
@@ -253,17 +330,99 @@ class Session {
     SH_ASSIGN_OR_RETURN(counters_,
                         CountersFile::Create(JoinPath(config_.runtime_dir(), "counters")));
     FuseLunServerOptions options = ServerOptions(params, portals);
-    options.identity = FromProto(handover.identity());
-    options.capacity.block_size = handover.block_size();
-    options.capacity.blocks =
+    identity_ = FromProto(handover.identity());
+    capacity_.block_size = handover.block_size();
+    capacity_.blocks =
         handover.block_size() == 0 ? 0 : handover.capacity_bytes() / handover.block_size();
+    options.identity = identity_;
+    options.capacity = capacity_;
+    options.lost_since = lost_since;
     *status_.mutable_identity() = handover.identity();
     status_.set_capacity_bytes(handover.capacity_bytes());
     status_.set_block_size(handover.block_size());
     SH_ASSIGN_OR_RETURN(server_, FuseLunServer::Adopt(std::move(options), std::move(fuse)));
     status_.set_lun_file(server_->LunPath());
+    OfferHandover();
     Ready();
     return absl::OkStatus();
+  }
+
+  absl::Status Upgrade() {
+    const std::string unit = config_.unit();
+    const std::string path = JoinPath(config_.runtime_dir(), kHandoverSocket);
+    SH_ASSIGN_OR_RETURN(HandoverClient client, HandoverClient::Offer(path));
+    SessionHandover handover;
+    auto raw = ReadWholeFd(client.handover().Get());
+    if (!raw.ok() || !handover.ParseFromString(*raw)) {
+      return absl::InternalError("the serving session process sent an unreadable handover");
+    }
+    config_ = handover.config();
+    config_.set_unit(unit);  // This process's own.
+    SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/false));
+    // Nothing is written to the status file until the volume is ours: the serving process
+    // still owns it.
+    SH_RETURN_IF_ERROR(Introduce("taking over from a session process of another build",
+                                 /*write=*/false));
+    status_.set_took_over(true);
+    identity_ = FromProto(handover.identity());
+    capacity_.block_size = handover.block_size();
+    capacity_.blocks =
+        handover.block_size() == 0 ? 0 : handover.capacity_bytes() / handover.block_size();
+    std::vector<Portal> portals;
+    LoginParams params = Login(&portals);
+    SH_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, LoginAnyPortal(portals, &params));
+    SH_ASSIGN_OR_RETURN(LunIdentity identity, conn->ReadIdentity());
+    SH_RETURN_IF_ERROR(CheckSameLun(identity_, identity));
+    SH_ASSIGN_OR_RETURN(LunCapacity capacity, conn->ReadCapacity());
+    if (capacity.block_size != capacity_.block_size || capacity.Bytes() < capacity_.Bytes()) {
+      return absl::FailedPreconditionError(
+          "the LUN is smaller than the volume was staged with (or has another block size)");
+    }
+    capacity_ = capacity;
+    SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/true));
+    // The serving process answers what it took and stops; from here on the volume is ours.
+    SH_RETURN_IF_ERROR(client.Take(kDrainBound + std::chrono::seconds(5)));
+    SH_ASSIGN_OR_RETURN(counters_,
+                        CountersFile::Create(JoinPath(config_.runtime_dir(), "counters")));
+    FuseLunServerOptions options = ServerOptions(params, portals);
+    options.identity = identity_;
+    options.capacity = capacity_;
+    SH_ASSIGN_OR_RETURN(server_,
+                        FuseLunServer::AdoptConnected(std::move(options), std::move(client.fuse()),
+                                                      std::move(conn)));
+    KeepForSuccessor();
+    client.Stored();
+    ToProto(identity_, status_.mutable_identity());
+    status_.set_capacity_bytes(capacity_.Bytes());
+    status_.set_block_size(capacity_.block_size);
+    status_.set_lun_file(server_->LunPath());
+    status_.set_portal(params.portal.ToString());
+    status_.set_state(SessionStatus::UP);
+    status_.set_message("serving");
+    SH_RETURN_IF_ERROR(WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600));
+    OfferHandover();
+    Ready();
+    return absl::OkStatus();
+  }
+
+  // Logs in at the first portal that answers (the others are failover targets); `params`
+  // ends with the portal used.
+  static absl::StatusOr<std::unique_ptr<Connection>> LoginAnyPortal(
+      const std::vector<Portal>& portals, LoginParams* params) {
+    absl::Status last = absl::UnavailableError("no portal tried");
+    for (const auto& portal : portals) {
+      params->portal = portal;
+      auto c = Connection::Login(*params);
+      if (c.ok()) {
+        return std::move(*c);
+      }
+      last = c.status();
+      // Authentication and naming errors are the same on every portal.
+      if (last.code() != absl::StatusCode::kUnavailable) {
+        break;
+      }
+    }
+    return last;
   }
 
   absl::Status Start() {
@@ -277,25 +436,7 @@ class Session {
     SH_RETURN_IF_ERROR(Introduce("logging in"));
     std::vector<Portal> portals;
     LoginParams params = Login(&portals);
-    // First portal that answers wins; the others are failover targets.
-    absl::Status last = absl::UnavailableError("no portal tried");
-    std::unique_ptr<Connection> conn;
-    for (const auto& portal : portals) {
-      params.portal = portal;
-      auto c = Connection::Login(params);
-      if (c.ok()) {
-        conn = std::move(*c);
-        break;
-      }
-      last = c.status();
-      // Authentication and naming errors are the same on every portal.
-      if (last.code() != absl::StatusCode::kUnavailable) {
-        break;
-      }
-    }
-    if (!conn) {
-      return last;
-    }
+    SH_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, LoginAnyPortal(portals, &params));
     SH_ASSIGN_OR_RETURN(LunIdentity identity, conn->ReadIdentity());
     ToProto(identity, status_.mutable_identity());
     SH_RETURN_IF_ERROR(
@@ -313,8 +454,11 @@ class Session {
     SH_RETURN_IF_ERROR(MakeDirs(options.mountpoint, 0700));
     options.identity = identity;
     options.capacity = capacity;
+    identity_ = identity;
+    capacity_ = capacity;
     SH_ASSIGN_OR_RETURN(server_, FuseLunServer::Create(std::move(options), std::move(conn)));
-    KeepForSuccessor(identity, capacity);
+    KeepForSuccessor();
+    OfferHandover();
     status_.set_lun_file(server_->LunPath());
     status_.set_portal(params.portal.ToString());
     status_.set_state(SessionStatus::UP);
@@ -329,8 +473,12 @@ class Session {
   UniqueFd stop_fd_;
   UniqueFd refresh_fd_;
   SessionStatus status_;
+  LunIdentity identity_;  // As checked at the first login: every successor must find it.
+  LunCapacity capacity_;
   CountersFile counters_;  // Outlives server_ (declared first, destroyed last).
   std::unique_ptr<FuseLunServer> server_;
+  std::unique_ptr<HandoverServer> handover_;  // Destroyed before server_.
+  bool handed_over_ = false;
 };
 
 }  // namespace
@@ -387,8 +535,9 @@ int RunSessionProcess(int config_fd, int ready_fd) {
     close(ready_fd);
     return 1;
   }
+  const bool upgrade = config.take_over();
   Session session(std::move(config), ready_fd);
-  return session.Run();
+  return upgrade ? session.RunUpgrade() : session.Run();
 }
 
 int SessionMain(const std::vector<std::string>& args) {

@@ -3,6 +3,7 @@
 // The seam between the node service and whatever turns an iSCSI LUN into a local block device.
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -59,6 +60,15 @@ struct SessionHealth {
   std::string reason;
 };
 
+// What serves a session now, for people (stagehandctl agent volumes).
+struct SessionDescription {
+  std::string transport;  // "userspace", "kernel".
+  int pid = 0;            // The process serving it; 0 when none (or the kernel).
+  std::string build;      // Its build (GNU build ID).
+  bool outdated = false;  // Another build than the transport's own.
+  std::string fuse_mode;  // "classic" or "io_uring"; empty for the kernel.
+};
+
 // Thread-safe: the node service calls it from its gRPC threads, for different volumes at once
 // (never two calls for the same volume: the node service holds that volume's lock). The
 // userspace transport keeps no shared state (each session is its own process); the kernel
@@ -85,6 +95,23 @@ class Transport {
 
   // Reports whether the session is alive and still talking to the same LUN.
   virtual SessionHealth Health(const state::v1::SessionRecord& session) = 0;
+
+  // What serves the session now.
+  virtual SessionDescription Describe(const state::v1::SessionRecord& session) {
+    (void)session;
+    return {};
+  }
+
+  // Hands the session to a process of the transport's own build when another build serves it
+  // (an upgrade), leaving the mount, the device and the filesystem in place: the caller
+  // persists the returned record. nullopt when there is nothing to replace; Unavailable when it
+  // cannot be replaced now (reconnecting: ask again later). On failure the old process serves
+  // on.
+  virtual absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
+      const state::v1::SessionRecord& session) {
+    (void)session;
+    return std::nullopt;
+  }
 };
 
 }  // namespace stagehand::iscsi

@@ -59,4 +59,15 @@ SessionHealth TransportSet::Health(const state::v1::SessionRecord& session) {
   return (*t)->Health(session);
 }
 
+SessionDescription TransportSet::Describe(const state::v1::SessionRecord& session) {
+  auto t = Pick(session.transport());
+  return t.ok() ? (*t)->Describe(session) : SessionDescription{};
+}
+
+absl::StatusOr<std::optional<state::v1::SessionRecord>> TransportSet::Upgrade(
+    const state::v1::SessionRecord& session) {
+  SH_ASSIGN_OR_RETURN(Transport * t, Pick(session.transport()));
+  return t->Upgrade(session);
+}
+
 }  // namespace stagehand::iscsi

@@ -24,6 +24,9 @@ class TransportSet : public Transport {
   absl::Status Detach(const state::v1::SessionRecord& session) override;
   absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
   SessionHealth Health(const state::v1::SessionRecord& session) override;
+  SessionDescription Describe(const state::v1::SessionRecord& session) override;
+  absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
+      const state::v1::SessionRecord& session) override;
 
  private:
   absl::StatusOr<Transport*> Pick(std::string_view name);

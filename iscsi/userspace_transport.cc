@@ -21,6 +21,7 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 
+#include "base/build_id.h"
 #include "base/dir_watch.h"
 #include "base/file_io.h"
 #include "base/paths.h"
@@ -61,6 +62,23 @@ Worker CurrentWorker(const SessionRecord& session) {
     w.start_time = session.start_time();
   }
   return w;
+}
+
+// `session` with the supervisor the status file names: the last process to serve wrote it (a
+// successor of an upgrade whose record was not saved yet, after a crash of the agent, runs
+// under another unit or keeper than the record says).
+SessionRecord WithCurrentSupervisor(SessionRecord session,
+                                    const std::optional<SessionStatus>& status) {
+  if (status) {
+    if (!status->unit().empty()) {
+      session.set_unit(status->unit());
+    }
+    if (status->keeper_pid() > 0) {
+      session.set_keeper_pid(status->keeper_pid());
+      session.set_keeper_start_time(status->keeper_start_time());
+    }
+  }
+  return session;
 }
 
 // One session process's data path, for the stall detector (a new process is a new data path).
@@ -162,6 +180,7 @@ UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
   if (options_.binary.empty()) {
     options_.binary = DefaultBinary();
   }
+  session_build_ = FileBuildId(options_.binary).value_or("");
   if (options_.command.empty()) {
     // `stagehand-session` ignores its arguments; `stagehand` needs "__session" to take the role.
     options_.command = {options_.binary, "__session"};
@@ -174,6 +193,51 @@ UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
 void UserspaceTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
   session->set_runtime_dir(request.runtime_dir);
   session->set_fuse_mount(JoinPath(request.runtime_dir, "mnt"));
+}
+
+absl::StatusOr<SessionStatus> UserspaceTransport::Launch(SessionConfig config,
+                                                         const std::string& description,
+                                                         SessionRecord* record) {
+  SessionLaunch launch;
+  launch.argv = options_.command;
+  launch.unit_name = SessionUnitName(record->runtime_dir(), record->generation());
+  launch.description = description;
+  launch.watchdog = options_.session_watchdog;
+  if (options_.launcher->Name() == "systemd") {
+    record->set_unit(launch.unit_name);
+    config.set_unit(launch.unit_name);
+  }
+  std::array<int, 2> cfg{};
+  std::array<int, 2> ready{};
+  if (pipe2(cfg.data(), O_CLOEXEC) != 0 || pipe2(ready.data(), O_CLOEXEC) != 0) {
+    return ErrnoStatus(errno, "pipe2");
+  }
+  UniqueFd cfg_read(cfg[0]), cfg_write(cfg[1]), ready_read(ready[0]), ready_write(ready[1]);
+  // The config (with secrets) goes through the pipe, never argv or a file. It is far smaller
+  // than the pipe buffer, so writing before the child runs cannot block.
+  const std::string serialized = config.SerializeAsString();
+  if (write(cfg_write.Get(), serialized.data(), serialized.size()) !=
+      static_cast<ssize_t>(serialized.size())) {
+    return ErrnoStatus(errno, "write session config");
+  }
+  cfg_write.Reset();
+  launch.stdin_fd = cfg_read.Get();
+  launch.stdout_fd = ready_write.Get();
+  SH_RETURN_IF_ERROR(options_.launcher->Launch(launch));
+  cfg_read.Reset();
+  ready_write.Reset();
+
+  SH_ASSIGN_OR_RETURN(std::string raw, ReadReadyMessage(ready_read.Get(), options_.start_timeout));
+  SessionStatus status;
+  if (raw.empty() || !status.ParseFromString(raw)) {
+    return absl::InternalError(
+        record->unit().empty()
+            ? std::string("session process exited without reporting its state")
+            : absl::StrCat("session process exited without reporting its state (see journalctl "
+                           "-u ",
+                           record->unit(), ")"));
+  }
+  return status;
 }
 
 absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& request) {
@@ -197,51 +261,16 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   config.set_expected_wwn(request.target.expected_wwn);
   config.set_expected_serial(request.target.expected_serial);
 
-  std::array<int, 2> cfg{};
-  std::array<int, 2> ready{};
-  if (pipe2(cfg.data(), O_CLOEXEC) != 0 || pipe2(ready.data(), O_CLOEXEC) != 0) {
-    return ErrnoStatus(errno, "pipe2");
-  }
-  UniqueFd cfg_read(cfg[0]), cfg_write(cfg[1]), ready_read(ready[0]), ready_write(ready[1]);
-  // The config (with secrets) goes through the pipe, never argv or a file. It is far smaller
-  // than the pipe buffer, so writing before the child runs cannot block.
-  const std::string serialized = config.SerializeAsString();
-  if (write(cfg_write.Get(), serialized.data(), serialized.size()) !=
-      static_cast<ssize_t>(serialized.size())) {
-    return ErrnoStatus(errno, "write session config");
-  }
-  cfg_write.Reset();
-  SessionLaunch launch;
-  launch.argv = options_.command;
-  launch.stdin_fd = cfg_read.Get();
-  launch.stdout_fd = ready_write.Get();
-  launch.unit_name = SessionUnitName(request.runtime_dir);
-  launch.description =
-      absl::StrCat("stagehand iSCSI session ", request.target.iqn, " lun ", request.target.lun);
-  launch.watchdog = options_.session_watchdog;
-  SH_RETURN_IF_ERROR(options_.launcher->Launch(launch));
-  cfg_read.Reset();
-  ready_write.Reset();
-
   SessionRecord record;
   record.set_runtime_dir(request.runtime_dir);
-  if (options_.launcher->Name() == "systemd") {
-    record.set_unit(launch.unit_name);
-  }
   record.set_fuse_mount(JoinPath(request.runtime_dir, "mnt"));
   // From here on, any failure tears down what was started.
   absl::Cleanup undo = [&] { (void)Detach(record); };
-
-  SH_ASSIGN_OR_RETURN(std::string raw, ReadReadyMessage(ready_read.Get(), options_.start_timeout));
-  SessionStatus status;
-  if (raw.empty() || !status.ParseFromString(raw)) {
-    return absl::InternalError(
-        record.unit().empty()
-            ? std::string("session process exited without reporting its state")
-            : absl::StrCat("session process exited without reporting its state (see journalctl "
-                           "-u ",
-                           record.unit(), ")"));
-  }
+  SH_ASSIGN_OR_RETURN(SessionStatus status,
+                      Launch(config,
+                             absl::StrCat("stagehand iSCSI session ", request.target.iqn, " lun ",
+                                          request.target.lun),
+                             &record));
   record.set_pid(status.pid());
   record.set_start_time(status.start_time() != 0 ? status.start_time()
                                                  : ProcessStartTime(status.pid()));
@@ -271,8 +300,8 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
 }
 
 absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
-  SessionRecord session = recorded;
-  const Worker worker = CurrentWorker(session);
+  const Worker worker = CurrentWorker(recorded);
+  SessionRecord session = WithCurrentSupervisor(recorded, worker.status);
   stalls_.Forget(StallKey(session, worker.pid));
   // A crash between starting the session and persisting its record leaves only the runtime
   // directory: its status file names the process (and its keeper) and the LUN file.
@@ -299,7 +328,7 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
   // process. A supervisor that cannot be told matters only while no process runs (it may be
   // about to start one over a mount that is going away); a running one stops on SIGTERM with a
   // status of its own, which nobody restarts.
-  const absl::Status told = options_.launcher->StopSupervisor(session);
+  absl::Status told = options_.launcher->StopSupervisor(session);
   if (!told.ok() && worker.pid == 0) {
     return told;
   }
@@ -362,48 +391,11 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
   return now->capacity_bytes();
 }
 
-SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
+namespace {
+
+// The volume's health from what its session process last wrote.
+SessionHealth FromStatus(const SessionStatus& status) {
   SessionHealth h;
-  const Worker worker = CurrentWorker(session);
-  const int pid = worker.pid != 0 ? worker.pid : session.pid();
-  if (worker.pid == 0) {
-    // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
-    if (worker.status && worker.status->state() == SessionStatus::FUSE_ABORTED) {
-      h.message = worker.status->message();
-      h.reason = "FuseConnectionAborted";
-      return h;
-    }
-    if (options_.launcher->Supervised(session)) {
-      h.message = absl::StrCat(
-          "iSCSI session process ", pid,
-          " ended; its successor is being started and takes over the volume's I/O (which "
-          "waits meanwhile)");
-      h.reason = "SessionRestarting";
-      return h;
-    }
-    h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
-    h.reason = "SessionGone";
-    return h;
-  }
-  // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
-  // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
-  if (const char state = ProcessState(pid); state == 'T' || state == 't') {
-    h.message = absl::StrCat("iSCSI session process ", pid, " is stopped (",
-                             state == 'T' ? "by a signal" : "by a tracer",
-                             "): I/O to the volume waits until it continues (kill -CONT ", pid, ")",
-                             options_.session_watchdog.count() > 0
-                                 ? absl::StrCat(" or its watchdog replaces it (",
-                                                options_.session_watchdog.count(), " s)")
-                                 : "");
-    h.reason = "SessionStopped";
-    return h;
-  }
-  if (!worker.status) {
-    h.message = "iSCSI session status is unreadable";
-    h.reason = "SessionDown";
-    return h;
-  }
-  const SessionStatus& status = *worker.status;
   switch (status.state()) {
     case SessionStatus::UP:
       h.healthy = true;
@@ -429,61 +421,192 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
                                                                : "SessionReconnecting";
       break;
   }
-  if (h.healthy && !session.loop_device().empty()) {
-    switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
-      case LoopAttachment::kAttached:
-        break;
-      case LoopAttachment::kDetaching:
-        h.message = absl::StrCat(
-            "loop device ", session.loop_device(),
-            " was detached behind stagehand's back (losetup -d) while in use: it works until "
-            "its last user closes it, then the volume has no device; unpublish and unstage the "
-            "volume, then stage it again");
-        h.reason = "LoopDeviceDetaching";
-        break;
-      case LoopAttachment::kGone:
-        h.healthy = false;
-        h.message = absl::StrCat("loop device ", session.loop_device(),
-                                 " no longer serves the session's LUN file (detached behind "
-                                 "stagehand's back?): I/O to the volume fails; unpublish and "
-                                 "unstage the volume, then stage it again");
-        h.reason = "LoopDeviceGone";
-        break;
-    }
+  return h;
+}
+
+// Whether the loop device still serves the session's LUN file; changes a healthy `h`.
+void CheckLoop(const SessionRecord& session, SessionHealth& h) {
+  if (!h.healthy || session.loop_device().empty()) {
+    return;
   }
-  if (h.healthy) {
-    // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
-    const auto counters = ReadCounters(JoinPath(session.runtime_dir(), "counters"));
-    const auto since = counters.ok() ? SinceLastBeat(*counters, MonotonicNowNs()) : std::nullopt;
-    if (since && *since >= options_.heartbeat_timeout) {
+  switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
+    case LoopAttachment::kAttached:
+      break;
+    case LoopAttachment::kDetaching:
+      h.message = absl::StrCat(
+          "loop device ", session.loop_device(),
+          " was detached behind stagehand's back (losetup -d) while in use: it works until "
+          "its last user closes it, then the volume has no device; unpublish and unstage the "
+          "volume, then stage it again");
+      h.reason = "LoopDeviceDetaching";
+      break;
+    case LoopAttachment::kGone:
       h.healthy = false;
-      h.message = absl::StrCat("iSCSI session process ", pid,
-                               " runs but its loop has not turned for ", since->count() / 1000,
-                               " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
-                               "volume waits until it answers: check the process (its stack in "
-                               "/proc/",
-                               pid, "/task/*/stack)");
-      h.reason = "SessionNotAnswering";
-      return h;
-    }
+      h.message = absl::StrCat("loop device ", session.loop_device(),
+                               " no longer serves the session's LUN file (detached behind "
+                               "stagehand's back?): I/O to the volume fails; unpublish and "
+                               "unstage the volume, then stage it again");
+      h.reason = "LoopDeviceGone";
+      break;
   }
-  if (h.healthy && !session.loop_device().empty()) {
-    const auto activity = ReadLoopActivity(session.loop_device());
-    const auto waited =
-        activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
-    if (waited) {
-      h.healthy = false;
-      h.message =
-          absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
-                       activity->in_flight, " I/O request(s) waiting on ", session.loop_device(),
-                       " for ", waited->count() / 1000,
-                       " s (deadlocked or frozen?); I/O to the volume waits until it "
-                       "answers: check the process (its stack in /proc/",
-                       pid, "/task/*/stack)");
-      h.reason = "SessionNotAnswering";
-    }
+}
+
+}  // namespace
+
+SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  const int pid = worker.pid != 0 ? worker.pid : session.pid();
+  if (worker.pid == 0) {
+    return Ended(session, worker.status, pid);
+  }
+  // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
+  // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
+  SessionHealth h;
+  if (const char state = ProcessState(pid); state == 'T' || state == 't') {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is stopped (",
+                             state == 'T' ? "by a signal" : "by a tracer",
+                             "): I/O to the volume waits until it continues (kill -CONT ", pid, ")",
+                             options_.session_watchdog.count() > 0
+                                 ? absl::StrCat(" or its watchdog replaces it (",
+                                                options_.session_watchdog.count(), " s)")
+                                 : "");
+    h.reason = "SessionStopped";
+    return h;
+  }
+  if (!worker.status) {
+    h.message = "iSCSI session status is unreadable";
+    h.reason = "SessionDown";
+    return h;
+  }
+  h = FromStatus(*worker.status);
+  CheckLoop(session, h);
+  CheckAnswering(session, pid, h);
+  return h;
+}
+
+SessionHealth UserspaceTransport::Ended(const SessionRecord& session,
+                                        const std::optional<SessionStatus>& last, int pid) {
+  SessionHealth h;
+  // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
+  if (last && last->state() == SessionStatus::FUSE_ABORTED) {
+    h.message = last->message();
+    h.reason = "FuseConnectionAborted";
+  } else if (options_.launcher->Supervised(WithCurrentSupervisor(session, last))) {
+    h.message = absl::StrCat("iSCSI session process ", pid,
+                             " ended; its successor is being started and takes over the "
+                             "volume's I/O (which waits meanwhile)");
+    h.reason = "SessionRestarting";
+  } else {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
+    h.reason = "SessionGone";
   }
   return h;
+}
+
+void UserspaceTransport::CheckAnswering(const SessionRecord& session, int pid, SessionHealth& h) {
+  if (!h.healthy) {
+    return;
+  }
+  // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
+  const auto counters = ReadCounters(JoinPath(session.runtime_dir(), "counters"));
+  const auto since = counters.ok() ? SinceLastBeat(*counters, MonotonicNowNs()) : std::nullopt;
+  if (since && *since >= options_.heartbeat_timeout) {
+    h.healthy = false;
+    h.message = absl::StrCat("iSCSI session process ", pid,
+                             " runs but its loop has not turned for ", since->count() / 1000,
+                             " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
+                             "volume waits until it answers: check the process (its stack in "
+                             "/proc/",
+                             pid, "/task/*/stack)");
+    h.reason = "SessionNotAnswering";
+    return;
+  }
+  if (session.loop_device().empty()) {
+    return;
+  }
+  const auto activity = ReadLoopActivity(session.loop_device());
+  const auto waited = activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
+  if (waited) {
+    h.healthy = false;
+    h.message = absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
+                             activity->in_flight, " I/O request(s) waiting on ",
+                             session.loop_device(), " for ", waited->count() / 1000,
+                             " s (deadlocked or frozen?); I/O to the volume waits until it "
+                             "answers: check the process (its stack in /proc/",
+                             pid, "/task/*/stack)");
+    h.reason = "SessionNotAnswering";
+  }
+}
+
+SessionDescription UserspaceTransport::Describe(const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  SessionDescription d;
+  d.transport = kTransportUserspace;
+  d.pid = worker.pid;
+  if (worker.status) {
+    d.build = worker.status->build();
+    d.fuse_mode = worker.status->fuse_mode().empty() ? "classic" : worker.status->fuse_mode();
+  }
+  d.outdated = worker.pid != 0 && !session_build_.empty() && d.build != session_build_;
+  return d;
+}
+
+absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
+    const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  if (worker.pid == 0 || !worker.status || session_build_.empty() ||
+      worker.status->build() == session_build_) {
+    return std::nullopt;  // Nothing to replace.
+  }
+  if (worker.status->state() != SessionStatus::UP) {
+    return absl::UnavailableError(absl::StrCat(
+        "session process ", worker.pid, " is not serving now (",
+        SessionStatus::State_Name(worker.status->state()), "); it is replaced once it serves"));
+  }
+  if (worker.status->handover_socket().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session process ", worker.pid,
+        " is of a build that cannot hand its volume over; it serves on until the volume is "
+        "unstaged"));
+  }
+  SessionRecord next = session;
+  next.set_generation(session.generation() + 1);
+  next.clear_unit();
+  next.clear_keeper_pid();
+  next.clear_keeper_start_time();
+  SessionConfig config;
+  config.set_take_over(true);
+  config.set_runtime_dir(session.runtime_dir());
+  config.set_volume_id(worker.status->volume_id());
+  auto status =
+      Launch(config, absl::StrCat("stagehand iSCSI session (upgrade) ", worker.status->volume_id()),
+             &next);
+  if (!status.ok() || status->state() != SessionStatus::UP) {
+    // The old process serves on; the new one (if it runs) goes.
+    if (status.ok()) {
+      next.set_keeper_pid(status->keeper_pid());
+      next.set_keeper_start_time(status->keeper_start_time());
+    }
+    (void)options_.launcher->StopSupervisor(next);
+    KillAndWait(next.keeper_pid(), next.keeper_start_time(), options_.stop_timeout);
+    if (status.ok()) {
+      KillAndWait(status->pid(), status->start_time(), options_.stop_timeout);
+    }
+    if (!status.ok()) {
+      return status.status();
+    }
+    const auto code = static_cast<absl::StatusCode>(status->error_code());
+    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+                        status->message());
+  }
+  next.set_pid(status->pid());
+  next.set_start_time(status->start_time());
+  next.set_keeper_pid(status->keeper_pid());
+  next.set_keeper_start_time(status->keeper_start_time());
+  // The old process has let go and ends by itself; wait for it so that nothing of it is left
+  // when this returns.
+  (void)WaitForExit(worker.pid, options_.stop_timeout);
+  return next;
 }
 
 }  // namespace stagehand::iscsi

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,28 @@ class UserspaceTransport : public Transport {
   absl::Status Detach(const state::v1::SessionRecord& session) override;
   absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
   SessionHealth Health(const state::v1::SessionRecord& session) override;
+  SessionDescription Describe(const state::v1::SessionRecord& session) override;
+  absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
+      const state::v1::SessionRecord& session) override;
+
+  // The build of the session binary this transport starts (GNU build ID; empty if unknown).
+  const std::string& session_build() const { return session_build_; }
 
  private:
+  // Health once the process serving `session` (`pid`) has ended; `last` is its status file.
+  SessionHealth Ended(const state::v1::SessionRecord& session,
+                      const std::optional<state::v1::SessionStatus>& last, int pid);
+  // Whether the running process still answers (heartbeat, I/O completing); changes a healthy
+  // `h`.
+  void CheckAnswering(const state::v1::SessionRecord& session, int pid, SessionHealth& h);
+  // Starts a session process with `config` and reads its first status; fills in `record`'s
+  // unit (under systemd) from its runtime dir and generation.
+  absl::StatusOr<state::v1::SessionStatus> Launch(state::v1::SessionConfig config,
+                                                  const std::string& description,
+                                                  state::v1::SessionRecord* record);
+
   UserspaceTransportOptions options_;
+  std::string session_build_;
   StallDetector stalls_;
 };
 

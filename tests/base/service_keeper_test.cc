@@ -54,7 +54,7 @@ TEST(ServiceKeeperTest, AProgramThatMissesItsWatchdogIsKilledAndStartedAgain) {
 }
 
 TEST(ServiceKeeperTest, TheProgramGetsTheProtocolAndTheKeepersVariables) {
-  KeeperOptions options = Sh("test -n \"$NOTIFY_SOCKET\" && test \"$KEPT_BY\" = test");
+  KeeperOptions options = Sh(R"(test -n "$NOTIFY_SOCKET" && test "$KEPT_BY" = test)");
   options.env["KEPT_BY"] = "test";
 
   EXPECT_EQ(RunServiceKeeper(options), 0);

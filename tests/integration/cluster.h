@@ -32,6 +32,10 @@ class StagehandDaemon {
   absl::Status Start();
   // SIGKILL, as in a crash.
   void Kill();
+
+  // The flags of the next Start() beyond the standard ones.
+  void set_extra_flags(std::vector<std::string> flags) { extra_flags_ = std::move(flags); }
+
   // SIGTERM and wait; returns the exit code.
   int Stop();
 

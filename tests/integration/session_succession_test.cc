@@ -20,12 +20,16 @@
 #include <vector>
 
 #include <absl/cleanup/cleanup.h>
+#include <absl/strings/escaping.h>
+#include <absl/strings/match.h>
 #include <absl/strings/str_split.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include "base/build_id.h"
 #include "base/file_io.h"
+#include "base/paths.h"
 #include "base/process.h"
 #include "base/spawn.h"
 #include "base/subprocess.h"
@@ -220,6 +224,40 @@ TEST_F(SessionSuccessionTest, ASuccessorWaitsForATargetThatIsDownThenServes) {
   EXPECT_TRUE(Unstage("vol-down", Staging("vol-down")).ok());
 }
 
+// Successors keep counting the replacement timeout from when the connection was lost, so that
+// kills (or watchdogs) during an outage never make I/O wait longer than the volume says.
+TEST_F(SessionSuccessionTest, SuccessorsKeepTheReplacementTimeoutOfTheOutage) {
+  AddLun();
+  const std::string target = root_ + "/pod";
+  auto req = StageRequest("vol-bound", /*block=*/true);
+  (*req.mutable_volume_context())["replacementTimeout"] = "2";
+  ASSERT_TRUE(Stage(req).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-bound", target, /*block=*/true)).ok());
+
+  tgtd_->Kill();
+  // A write waits on the outage while its session process is killed again and again (each
+  // successor gets it resent): it must still fail once the outage is 2 s old.
+  auto writer = std::async(std::launch::async, [&] { return WriteBlockDirect(target, 0, 'w'); });
+  int kills = 0;
+  while (writer.wait_for(std::chrono::seconds(0)) != std::future_status::ready && kills < 100) {
+    const int pid = SessionNow()->pid();
+    kill(pid, SIGKILL);
+    ++kills;
+    ASSERT_TRUE(WaitForStatus([pid](const SessionStatus& s) {
+      return s.pid() != pid && s.state() == SessionStatus::RECONNECTING;
+    })) << "kill "
+        << kills;
+  }
+
+  ASSERT_EQ(writer.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+      << kills << " successors kept the write waiting";
+  EXPECT_EQ(writer.get(), EIO) << "the outage's replacement timeout (2 s) bounds the wait";
+  EXPECT_NE(SessionNow()->lost_since_ns(), 0u);
+  ASSERT_TRUE(tgtd_->Restart().ok());
+  EXPECT_TRUE(Unpublish("vol-bound", target).ok());
+  EXPECT_TRUE(Unstage("vol-bound", Staging("vol-bound")).ok());
+}
+
 TEST_F(SessionSuccessionTest, ASuccessorThatFindsAnotherLunFailsClosed) {
   AddLun();
   const std::string target = root_ + "/pod";
@@ -269,6 +307,111 @@ TEST_F(SessionSuccessionTest, AStoppedSessionIsReplacedAfterItsWatchdogAndItsIoC
   EXPECT_EQ(ProcessStartTime(pid), 0u) << "the stopped process is gone";
   EXPECT_TRUE(Unpublish("vol-stop", target).ok());
   EXPECT_TRUE(Unstage("vol-stop", Staging("vol-stop")).ok());
+}
+
+// A copy of the session binary that reports another build: its GNU build ID changed, its code
+// the same (what a package or image upgrade leaves running, as far as the agent can tell).
+std::string OtherBuildOfSessionBinary(const std::string& dir) {
+  const std::string original = JoinPath(ParentDir(StagehandBinary()), "stagehand-session");
+  auto id = FileBuildId(original);
+  auto bytes = ReadFileToString(original);
+  if (!id.ok() || !bytes.ok()) {
+    return "";
+  }
+  const std::string raw = absl::HexStringToBytes(*id);
+  const size_t at = bytes->find(raw);
+  if (at == std::string::npos) {
+    return "";
+  }
+  (*bytes)[at] = static_cast<char>(~(*bytes)[at]);
+  const std::string copy = dir + "/stagehand-session";
+  return WriteFileAtomically(copy, *bytes, 0755).ok() ? copy : "";
+}
+
+TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnderVerifiedWrites) {
+  if (access("/usr/bin/fio", X_OK) != 0) {
+    GTEST_SKIP() << "fio is not installed";
+  }
+  const std::string old_binary = OtherBuildOfSessionBinary(root_);
+  ASSERT_FALSE(old_binary.empty());
+  daemon_->Stop();
+  daemon_->set_extra_flags({"--session-watchdog=2", "--session-binary=" + old_binary});
+  ASSERT_TRUE(daemon_->Start().ok());
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-up")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-up", target)).ok());
+  const auto before = SessionNow();
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->build(), FileBuildId(old_binary).value_or(""));
+  const std::string staging_mount = MountId(Staging("vol-up"));
+  const std::string publish_mount = MountId(target);
+  const auto loops = LoopsUnder(root_);
+
+  Fio fio(target + "/data", root_ + "/fio.json");
+  ASSERT_TRUE(fio.running());
+  // The agent of the current build starts (serving the driver only: it lists the driver's
+  // volumes): it replaces the session of the old one in place.
+  daemon_->Stop();
+  daemon_->set_extra_flags({"--session-watchdog=2", "--no-watch-plugins"});
+  ASSERT_TRUE(daemon_->Start().ok());
+  const std::string current =
+      FileBuildId(JoinPath(ParentDir(StagehandBinary()), "stagehand-session")).value_or("");
+  ASSERT_TRUE(WaitForStatus([&](const SessionStatus& s) {
+    return s.build() == current && s.took_over() && s.state() == SessionStatus::UP;
+  })) << "the session of the earlier build was replaced";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (iscsi::ReadCounters(SessionDir() + "/counters")
+                 .value_or(iscsi::DataPathCounters{})
+                 .read_ops == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  const auto report = fio.Stop();
+
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(Number(Job(*report), "error"), 0) << "no write, fsync or verification failed";
+  EXPECT_EQ(ProcessStartTime(before->pid()), 0u) << "the old process is gone";
+  EXPECT_EQ(MountId(Staging("vol-up")), staging_mount);
+  EXPECT_EQ(MountId(target), publish_mount);
+  EXPECT_EQ(LoopsUnder(root_), loops);
+  auto listed = RunProcess({STAGEHANDCTL_BINARY, "--agent-socket",
+                            daemon_->runtime_dir() + "/agent.sock", "agent", "volumes"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(absl::StrContains(listed->output, "build " + current.substr(0, 12)))
+      << listed->output;
+  EXPECT_FALSE(absl::StrContains(listed->output, "earlier build")) << listed->output;
+  EXPECT_TRUE(Unpublish("vol-up", target).ok());
+  EXPECT_TRUE(Unstage("vol-up", Staging("vol-up")).ok());
+}
+
+TEST_F(SessionSuccessionTest, AReplacementThatFailsLeavesTheOldProcessServing) {
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-stay")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-stay", target)).ok());
+  const auto before = SessionNow();
+  ASSERT_TRUE(before.has_value());
+
+  // An agent whose session binary is of another build and cannot even start (it exits at
+  // once): the replacement fails and the old process serves on.
+  daemon_->Stop();
+  daemon_->set_extra_flags(
+      {"--session-watchdog=2", "--no-watch-plugins", "--session-binary=/bin/false"});
+  ASSERT_TRUE(daemon_->Start().ok());
+  ASSERT_TRUE(WaitUntilInDir(root_, IN_MODIFY, std::chrono::seconds(90), [&] {
+    return absl::StrContains(ReadFileToString(root_ + "/daemon.log").value_or(""), "serves on");
+  })) << "the agent tried and said so";
+
+  EXPECT_EQ(SessionNow()->pid(), before->pid());
+  EXPECT_TRUE(IsSameProcessAlive(before->pid(), before->start_time()));
+  EXPECT_TRUE(WriteDurably(target + "/after", std::string(1 << 16, 'a')));
+  auto listed = RunProcess({STAGEHANDCTL_BINARY, "--agent-socket",
+                            daemon_->runtime_dir() + "/agent.sock", "agent", "volumes"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(absl::StrContains(listed->output, "earlier build")) << listed->output;
+  EXPECT_TRUE(Unpublish("vol-stay", target).ok());
+  EXPECT_TRUE(Unstage("vol-stay", Staging("vol-stay")).ok());
 }
 
 }  // namespace

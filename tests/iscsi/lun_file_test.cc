@@ -258,7 +258,7 @@ TEST_F(LunFileTest, ForgetsAndInterruptsAreNeverAnswered) {
 
 TEST_F(LunFileTest, IoPastTheEndOrOfAnotherInodeIsAnsweredAtOnce) {
   fuse_read_in read{};
-  read.offset = 2048 * 512;
+  read.offset = uint64_t{2048} * 512;
   read.size = 4096;
   auto past_end = Ask(FUSE_READ, kLunInode, read);
   read.offset = 0;
@@ -305,7 +305,7 @@ TEST_F(LunFileTest, FallocateAllocatesNothingAndRefusesToZeroOrPunch) {
   in.mode = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
   auto punch = Ask(FUSE_FALLOCATE, kLunInode, in);
   in.mode = 0;
-  in.offset = 2048 * 512;
+  in.offset = uint64_t{2048} * 512;
   auto past_end = Ask(FUSE_FALLOCATE, kLunInode, in);
 
   ASSERT_TRUE(keep_size && punch && past_end);
