@@ -52,6 +52,7 @@ void FillDataPath(driver::NodeService& node, const StagedVolume& volume, v1::Dat
   out->set_build(d.build);
   out->set_outdated(d.outdated);
   out->set_fuse_mode(d.fuse_mode);
+  out->set_io_flusher(d.io_flusher);
 }
 
 }  // namespace

@@ -196,6 +196,7 @@ std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, IscsiCo
   s->board.on_status = std::move(options.on_status);
   s->board.status.portal = options.login.portal.ToString();
   s->board.status.capacity_bytes = options.capacity.Bytes();
+  s->pool.Reserve(options.reserved_buffers);
   s->queue = std::make_unique<CommandQueue>(
       CommandQueueOptions{
           .lun = options.login.lun,

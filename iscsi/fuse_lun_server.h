@@ -47,6 +47,8 @@ struct FuseLunServerOptions {
   // fail with EIO (so that nothing hangs on a target that is gone) while the reconnects go on;
   // once a login succeeds, I/O works again.
   std::chrono::seconds replacement_timeout{120};
+  // I/O buffers allocated at once (BufferPool::Reserve), not on the first requests.
+  size_t reserved_buffers = 0;
   // Adopt: when the connection was lost, if before this process (see ReconnectorOptions).
   std::optional<std::chrono::steady_clock::time_point> lost_since;
 };

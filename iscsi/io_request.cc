@@ -3,6 +3,7 @@
 #include <linux/fuse.h>
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "iscsi/fuse_connection.h"
@@ -17,6 +18,14 @@ std::unique_ptr<uint8_t[]> BufferPool::Take(size_t bytes, size_t* size) {
     return buffer;
   }
   return std::unique_ptr<uint8_t[]>(new uint8_t[*size]);
+}
+
+void BufferPool::Reserve(size_t n) {
+  while (spares_.size() < std::min(n, kMaxSpare)) {
+    auto buffer = std::unique_ptr<uint8_t[]>(new uint8_t[kBufferBytes]);
+    std::memset(buffer.get(), 0, kBufferBytes);  // Touched: resident (and locked, when locked).
+    spares_.push_back(std::move(buffer));
+  }
 }
 
 void BufferPool::Give(std::unique_ptr<uint8_t[]> buffer, size_t size) {

@@ -35,6 +35,9 @@ class BufferPool {
   // A buffer of at least `bytes` (and at least kBufferBytes); its size in `*size`. Not zeroed:
   // every byte a request uses is written before it is read.
   std::unique_ptr<uint8_t[]> Take(size_t bytes, size_t* size);
+  // Allocates up to `n` (at most kMaxSpare) spare buffers now, with their pages in memory: a
+  // process in the writeback path of its own device should not need new memory to serve it.
+  void Reserve(size_t n);
   // Keeps buffers of kBufferBytes for the next Take (up to kMaxSpare); frees the others.
   void Give(std::unique_ptr<uint8_t[]> buffer, size_t size);
 

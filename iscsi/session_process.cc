@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +28,7 @@
 #include "base/unique_fd.h"
 #include "iscsi/fuse_lun_server.h"
 #include "iscsi/handover.h"
+#include "iscsi/io_request.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/session_conversions.h"
 #include "proto/state.pb.h"
@@ -101,9 +104,22 @@ SessionStatus::State ToProtoState(ServerState s) {
   return SessionStatus::STATE_UNKNOWN;
 }
 
+// The session process is in the writeback path of its own loop device: if it waits on reclaim
+// that waits on that writeback (a page fault, an allocation under memory pressure), nothing
+// moves again. PR_SET_IO_FLUSHER makes its allocations never wait on I/O (as NBD and FUSE
+// block servers do; it needs CAP_SYS_RESOURCE, which a privileged pod and a systemd service
+// have); mlockall keeps its code and buffers resident, so serving never faults (root may lock
+// memory). Both are per process and apply to everything allocated afterwards.
+void KeepOutOfReclaim(SessionStatus* status) {
+  status->set_io_flusher(prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) == 0);
+  status->set_memory_locked(mlockall(MCL_CURRENT | MCL_FUTURE) == 0);
+}
+
 class Session {
  public:
-  Session(SessionConfig config, int ready_fd) : config_(std::move(config)), ready_fd_(ready_fd) {}
+  Session(SessionConfig config, int ready_fd) : config_(std::move(config)), ready_fd_(ready_fd) {
+    KeepOutOfReclaim(&status_);
+  }
 
   // First start: the config came over the pipe; logs in and mounts.
   int Run() { return Serve(Start()); }
@@ -216,6 +232,7 @@ class Session {
     options.counters = counters_.get();
     options.on_status = [this](const ServerStatus& s) { OnStatus(s); };
     options.on_alive = Pinger();
+    options.reserved_buffers = BufferPool::kMaxSpare;
     options.replacement_timeout = std::chrono::seconds(
         config_.replacement_timeout_seconds() == 0 ? 120 : config_.replacement_timeout_seconds());
     return options;

@@ -67,6 +67,8 @@ struct SessionDescription {
   std::string build;      // Its build (GNU build ID).
   bool outdated = false;  // Another build than the transport's own.
   std::string fuse_mode;  // "classic" or "io_uring"; empty for the kernel.
+  // Marked PR_SET_IO_FLUSHER (its allocations never wait on writeback, which may be its own).
+  bool io_flusher = false;
 };
 
 // Thread-safe: the node service calls it from its gRPC threads, for different volumes at once

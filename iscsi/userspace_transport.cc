@@ -546,6 +546,7 @@ SessionDescription UserspaceTransport::Describe(const SessionRecord& session) {
   if (worker.status) {
     d.build = worker.status->build();
     d.fuse_mode = worker.status->fuse_mode().empty() ? "classic" : worker.status->fuse_mode();
+    d.io_flusher = worker.status->io_flusher();
   }
   d.outdated = worker.pid != 0 && !session_build_.empty() && d.build != session_build_;
   return d;
