@@ -331,8 +331,13 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
       fuse_ended = true;  // Adopted and logged in: the resend comes before anything else.
       break;
     }
-    if (s.queue->ReconnectRequested() && !s.reconnector->Reconnect(wait)) {
-      break;
+    if (s.queue->ReconnectRequested()) {
+      if (!s.reconnector->Reconnect(wait)) {
+        break;
+      }
+      if (s.resend_pending && !s.queue->ReconnectRequested()) {
+        continue;  // Logged in: the resend now, not after the next tick.
+      }
     }
     s.CheckIdle();
     if (s.ending) {
