@@ -9,8 +9,9 @@
 # Secret/PV/PVC/Pod stages, publishes and takes writes; deleting the pod unpublishes and
 # unstages (no mount, session or loop device left); a new pod finds the data; a rolling restart
 # of the DaemonSet under a writing pod never fails its I/O and leaves the node's mount count
-# as it was; a kubelet restart keeps the pod's volume mounted (same mount, no remount); the
-# kubelet's kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives
+# as it was; a kubelet restart keeps the pod's volume mounted (same mount, no remount); a
+# SIGKILL of the volume's session process under the writer fails no write (its unit starts a
+# successor that takes over the FUSE connection); the kubelet's kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives
 # them) match the file system; a raw block PVC takes writes and reads them back.
 # The userspace transport only: this host's kernel has no iSCSI initiator (the kernel
 # transport has its own QEMU guest test, tests/kernel).
@@ -232,6 +233,25 @@ grows2() { (($(lines) > n2)); }
 wait_for 30 "the writer's log to grow after the kubelet restart" grows2
 [[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the kubelet restart"
 log "ok: kubelet restart: the writer's volume stayed mounted (mount id $id_before)"
+
+# --- SIGKILL of the volume's session process under the writer: its unit starts a successor
+# that takes over the FUSE connection (kept in the unit's file descriptor store); the writer
+# only stalls, the mounts stay.
+session_unit=$(systemctl_e2e list-units --plain --no-legend 'stagehand-session-*' | awk '{print $1}')
+[[ -n $session_unit ]] || die "no session unit for the writer's volume"
+session_pid() { systemctl_e2e show -p MainPID --value "$session_unit"; }
+pid_before=$(session_pid)
+systemctl_e2e kill --signal=KILL "$session_unit"
+successor() { local p; p=$(session_pid); [[ $p != 0 && $p != "$pid_before" ]]; }
+wait_for 30 "a successor in $session_unit" successor
+n3=$(lines)
+grows3() { (($(lines) > n3)); }
+wait_for 30 "the writer's log to grow after the session's SIGKILL" grows3
+[[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
+  die "the writer's container restarted: its I/O failed when the session process died"
+! kc logs writer | grep -q FAIL || die "the writer saw a failed write after the session's SIGKILL"
+[[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the session's SIGKILL"
+log "ok: session SIGKILL under the writer: pid $pid_before -> $(session_pid), no failed write, same mount"
 
 # --- the kubelet's volume stats for the PVC come from NodeGetVolumeStats.
 metric() {
