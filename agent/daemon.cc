@@ -238,6 +238,7 @@ absl::Status AgentDaemon::StartTransports() {
   iscsi::UserspaceTransportOptions transport_options;
   transport_options.stall_timeout = options_.session_stall_timeout;
   transport_options.session_watchdog = options_.session_watchdog;
+  transport_options.fuse_io_uring = options_.fuse_io_uring;
   SystemdLauncherOptions launcher_options;
   launcher_options.bus_address = options_.systemd_bus_address;
   SH_ASSIGN_OR_RETURN(transport_options.launcher,

@@ -51,6 +51,8 @@ struct DaemonOptions {
   // A userspace session process that misses its watchdog this long is killed and replaced by a
   // successor that takes over its volume's I/O; 0: never.
   std::chrono::seconds session_watchdog{30};
+  // Userspace sessions ask for FUSE over io_uring (fuse_ring.h; no handover, see the README).
+  bool fuse_io_uring = false;
   std::chrono::milliseconds plugin_probe_period{std::chrono::seconds(30)};
   std::string driver_name = "iscsi.stagehand.dev";
   std::string node_id;  // Default: host name. Checked by ValidateNodeId (node_id.h).

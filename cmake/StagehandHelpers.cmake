@@ -57,7 +57,7 @@ function(sh_find_static_archives archives_var missing_var)
 endfunction()
 
 # sh_link_session_statically(target)
-# Links the session binary with static archives of protobuf, abseil and libiscsi (and
+# Links the session binary with static archives of protobuf, abseil, libiscsi, liburing (and
 # libstdc++): the agent starts one session process per staged volume, and the dynamic loader
 # mapping and relocating ~40 shared libraries took ~8 ms of every stage on the development VM
 # (bench/README.md, stage latency). glibc and libiscsi's RDMA libraries stay shared. Falls back
@@ -67,7 +67,7 @@ endfunction()
 option(STAGEHAND_STATIC_SESSION "Link stagehand-session against static archives" ON)
 function(sh_link_session_statically target)
   set(_deps sh_iscsi sh_proto_state sh_base)
-  sh_find_static_archives(_archives _missing protobuf iscsi absl_base)
+  sh_find_static_archives(_archives _missing protobuf iscsi uring absl_base)
   find_library(SH_IBVERBS NAMES ibverbs libibverbs.so.1)
   find_library(SH_RDMACM NAMES rdmacm librdmacm.so.1)
   if(NOT SH_IBVERBS OR NOT SH_RDMACM)

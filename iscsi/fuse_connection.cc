@@ -94,6 +94,9 @@ absl::Status FuseConnection::Send(std::span<iovec> iov) {
 
 absl::Status FuseConnection::Reply(uint64_t unique, int error,
                                    std::initializer_list<std::span<const uint8_t>> payload) {
+  if (ring_ != nullptr && ring_->Reply(unique, error, payload)) {
+    return absl::OkStatus();
+  }
   fuse_out_header out{};
   out.unique = unique;
   out.error = -error;
@@ -139,6 +142,11 @@ absl::Status FuseConnection::NotifyResend() {
         "this kernel cannot resend FUSE requests (FUSE_NOTIFY_RESEND needs Linux 6.9)");
   }
   return sent;
+}
+
+absl::Status FuseConnection::StartRing(const FuseRing::Options& options) {
+  SH_ASSIGN_OR_RETURN(ring_, FuseRing::Start(fd_.Get(), options));
+  return absl::OkStatus();
 }
 
 absl::Status FuseConnection::Unmount() {

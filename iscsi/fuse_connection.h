@@ -17,11 +17,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "iscsi/fuse_ring.h"
 
 namespace stagehand::iscsi {
 
@@ -89,6 +91,17 @@ class FuseConnection {
   // in between). Unimplemented on kernels without FUSE_NOTIFY_RESEND (before 6.9).
   absl::Status NotifyResend();
 
+  // Starts FUSE over io_uring on this connection (its INIT answered with FUSE_OVER_IO_URING,
+  // or adopted from a server that had): from then on the kernel delivers requests through the
+  // ring once every queue has entries, and Reply answers those through it.
+  absl::Status StartRing(const FuseRing::Options& options);
+
+  // The ring, once started; null before.
+  FuseRing* ring() { return ring_.get(); }
+
+  // Hands queued ring replies to the kernel (nothing to do without a ring).
+  absl::Status Flush() { return ring_ != nullptr ? ring_->Flush() : absl::OkStatus(); }
+
   // Detaches the mount (lazily: what has the file open keeps it until closed). Idempotent.
   absl::Status Unmount();
 
@@ -104,6 +117,7 @@ class FuseConnection {
 
   UniqueFd fd_;
   std::string mountpoint_;
+  std::unique_ptr<FuseRing> ring_;  // Destroyed first: it refers to fd_.
 };
 
 }  // namespace stagehand::iscsi

@@ -81,6 +81,10 @@ struct FuseLunServer::Impl {
     if (!fuse_paused) {
       fds.push_back({file->Fd(), POLLIN, 0});
     }
+    const size_t ring_slot = fuse_paused || file->RingFd() < 0 ? kNoSlot : fds.size();
+    if (ring_slot != kNoSlot) {
+      fds.push_back({file->RingFd(), POLLIN, 0});
+    }
     const size_t conn_slot = queue->HasConnection() ? fds.size() : kNoSlot;
     if (queue->HasConnection()) {
       fds.push_back({queue->Fd(), queue->Events(), 0});
@@ -91,6 +95,7 @@ struct FuseLunServer::Impl {
         fds.push_back({fd, POLLIN, 0});
       }
     }
+    file->Flush();  // The replies of the last turn, in one system call.
     if (poll(fds.data(), fds.size(), -1) < 0) {
       return errno == EINTR ? absl::StatusOr<Turn>(Turn::kGoOn) : ErrnoStatus(errno, "poll");
     }
@@ -113,6 +118,9 @@ struct FuseLunServer::Impl {
       Alive();
     }
     if (fuse_slot != kNoSlot && fds[fuse_slot].revents != 0 && !ServeFuse()) {
+      return Turn::kFuseEnded;
+    }
+    if (ring_slot != kNoSlot && fds[ring_slot].revents != 0 && !file->ServeRing()) {
       return Turn::kFuseEnded;
     }
     for (size_t i = extra_from; i < fds.size(); ++i) {
@@ -141,7 +149,21 @@ struct FuseLunServer::Impl {
                       absl::StrCat(board.status.message, "; ", resent.message()));
       }
     }
-    return file->Serve();
+    const bool served = file->Serve();
+    ShowFuseMode();
+    return served;
+  }
+
+  // Publishes how FUSE requests come, once it changed (the ring starts after INIT).
+  void ShowFuseMode() {
+    std::string mode = file->FuseMode();
+    if (mode == "classic" && !file->RingRefusal().empty()) {
+      mode = absl::StrCat("classic (io_uring: ", file->RingRefusal(), ")");
+    }
+    if (mode != board.status.fuse_mode) {
+      board.status.fuse_mode = std::move(mode);
+      board.Publish(board.status.state, board.status.message);
+    }
   }
 
   void Alive() const {
@@ -228,6 +250,17 @@ void AddReconnector(FuseLunServer::Impl* s, FuseLunServerOptions& options) {
       *s->queue, s->board);
 }
 
+// An adopted connection whose earlier server ran a ring delivers requests only through a ring:
+// this server registers its own. What the earlier ring held when its server died is not
+// resent (FUSE_NOTIFY_RESEND covers /dev/fuse only): those requests wait until the connection
+// ends.
+void AdoptRing(FuseLunServer::Impl* s, const FuseLunServerOptions& options) {
+  if (options.fuse_io_uring) {
+    (void)s->file->StartRing();
+    s->ShowFuseMode();
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
@@ -236,6 +269,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
   Impl* s = impl.get();
   SH_ASSIGN_OR_RETURN(s->file, LunFile::Mount(options.mountpoint, options.file_name,
                                               options.capacity, *s->queue, s->pool));
+  s->file->WantRing(options.fuse_io_uring);
   AddReconnector(s, options);
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
 }
@@ -248,6 +282,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Adopt(FuseLunServe
                       FuseConnection::Adopt(std::move(fuse), options.mountpoint));
   s->file = std::make_unique<LunFile>(std::move(connection), options.file_name, options.capacity,
                                       *s->queue, s->pool);
+  AdoptRing(s, options);
   s->resend_pending = true;
   s->queue->RequestReconnect("taking over from a session process that ended");
   AddReconnector(s, options);
@@ -262,6 +297,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::AdoptConnected(
                       FuseConnection::Adopt(std::move(fuse), options.mountpoint));
   s->file = std::make_unique<LunFile>(std::move(adopted), options.file_name, options.capacity,
                                       *s->queue, s->pool);
+  AdoptRing(s, options);
   s->resend_pending = true;
   AddReconnector(s, options);
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
@@ -309,6 +345,7 @@ absl::Status FuseLunServer::Run(int stop_fd, int refresh_fd) {
   const Reconnector::Wait wait = [&s, &fuse_ended, stop_fd](std::chrono::milliseconds ms,
                                                             bool serve_fuse) {
     s.Alive();
+    s.file->Flush();
     std::array<pollfd, 2> fds{{{stop_fd, POLLIN, 0}, {s.file->Fd(), POLLIN, 0}}};
     const nfds_t n = serve_fuse && !s.fuse_paused ? 2 : 1;
     if (poll(fds.data(), n, static_cast<int>(ms.count())) < 0 && errno != EINTR) {

@@ -49,6 +49,9 @@ struct FuseLunServerOptions {
   std::chrono::seconds replacement_timeout{120};
   // I/O buffers allocated at once (BufferPool::Reserve), not on the first requests.
   size_t reserved_buffers = 0;
+  // FUSE over io_uring when the kernel offers it (see fuse_ring.h); the classic loop otherwise.
+  // Adopt: the earlier server ran a ring (this one must register its own).
+  bool fuse_io_uring = false;
   // Adopt: when the connection was lost, if before this process (see ReconnectorOptions).
   std::optional<std::chrono::steady_clock::time_point> lost_since;
 };

@@ -127,10 +127,50 @@ void LunFile::Dispatch(std::span<const uint8_t> in) {
   if (header == nullptr || header->len != in.size()) {
     return;  // Not a request the kernel sends; there is nothing to answer it with.
   }
-  const uint64_t unique = header->unique;
-  const uint64_t ino = header->nodeid;
   const std::span<const uint8_t> arg = in.subspan(sizeof(fuse_in_header));
-  switch (header->opcode) {
+  const std::span<const uint8_t> data =
+      header->opcode == FUSE_WRITE && arg.size() >= sizeof(fuse_write_in)
+          ? arg.subspan(sizeof(fuse_write_in))
+          : std::span<const uint8_t>();
+  Handle(*header, arg, data);
+}
+
+absl::Status LunFile::StartRing() {
+  FuseRing::Options options;
+  options.payload_bytes = kMaxRequestBytes;
+  absl::Status started = connection_.StartRing(options);
+  if (!started.ok()) {
+    ring_refusal_ = std::string(started.message());
+  }
+  return started;
+}
+
+int LunFile::RingFd() const {
+  FuseRing* ring = const_cast<FuseConnection&>(connection_).ring();
+  return ring != nullptr ? ring->Fd() : -1;
+}
+
+std::string LunFile::FuseMode() const {
+  return RingFd() >= 0 ? "io_uring" : "classic";
+}
+
+bool LunFile::ServeRing() {
+  FuseRing* ring = connection_.ring();
+  if (ring == nullptr) {
+    return true;
+  }
+  const absl::Status served = ring->Harvest([this](const FuseRingRequest& r) {
+    // A lookup's name comes as the payload (its per-opcode header is empty).
+    Handle(*r.header, r.header->opcode == FUSE_LOOKUP ? r.payload : r.op_in, r.payload);
+  });
+  return served.ok();
+}
+
+void LunFile::Handle(const fuse_in_header& header, std::span<const uint8_t> arg,
+                     std::span<const uint8_t> data) {
+  const uint64_t unique = header.unique;
+  const uint64_t ino = header.nodeid;
+  switch (header.opcode) {
     case FUSE_INIT:
       Init(unique, arg);
       return;
@@ -152,7 +192,7 @@ void LunFile::Dispatch(std::span<const uint8_t> in) {
       Read(unique, ino, arg);
       return;
     case FUSE_WRITE:
-      Write(unique, ino, arg);
+      Write(unique, ino, arg, data);
       return;
     case FUSE_FSYNC:
       Fsync(unique);
@@ -207,7 +247,22 @@ void LunFile::Init(uint64_t unique, std::span<const uint8_t> arg) {
   out.max_write = kMaxRequestBytes;
   out.time_gran = 1;
   out.max_pages = static_cast<uint16_t>(kMaxRequestBytes / static_cast<uint32_t>(getpagesize()));
+  const uint64_t offered =
+      (got.flags & FUSE_INIT_EXT) != 0 ? (uint64_t{got.flags2} << 32) | got.flags : got.flags;
+  const bool ring = want_ring_ && (offered & kFuseOverIoUring) != 0;
+  if (ring) {
+    out.flags |= FUSE_INIT_EXT;
+    out.flags2 = static_cast<uint32_t>(kFuseOverIoUring >> 32);
+  } else if (want_ring_) {
+    ring_refusal_ =
+        "the kernel does not offer FUSE over io_uring (Linux 6.14 and later, with the module "
+        "parameter fuse.enable_uring=1)";
+  }
   Answer(unique, 0, BytesOf(out));
+  if (ring) {
+    // The kernel took the INIT answer (and with it the ring's sizes) in that write.
+    (void)StartRing();
+  }
 }
 
 void LunFile::Lookup(uint64_t unique, uint64_t parent, std::span<const uint8_t> arg) {
@@ -270,10 +325,9 @@ void LunFile::Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) 
   queue_.Submit(std::move(r));
 }
 
-void LunFile::Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) {
+void LunFile::Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
+                    std::span<const uint8_t> data) {
   const auto* in = ArgAs<fuse_write_in>(arg);
-  const std::span<const uint8_t> data =
-      in != nullptr ? arg.subspan(sizeof(fuse_write_in)) : std::span<const uint8_t>();
   const MappedIo io = ino == kLunInode && in != nullptr && data.size() >= in->size
                           ? MapWrite(static_cast<int64_t>(in->offset), in->size, capacity_.Bytes(),
                                      capacity_.block_size)

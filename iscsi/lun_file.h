@@ -45,6 +45,28 @@ class LunFile {
   // Answers every request the kernel has queued. False once the connection has ended.
   bool Serve();
 
+  // Asks for FUSE over io_uring at INIT, and starts it once the kernel grants it (it offers it
+  // only with the module parameter fuse.enable_uring set); the classic loop otherwise.
+  void WantRing(bool want) { want_ring_ = want; }
+
+  // Starts the ring on an adopted connection whose earlier server ran one (no INIT comes).
+  absl::Status StartRing();
+
+  // The ring's descriptor for poll(2) (readable when requests wait); -1 without a ring.
+  int RingFd() const;
+
+  // Answers every request the ring has delivered. False once the connection has ended.
+  bool ServeRing();
+
+  // Hands the replies of this turn to the kernel (the ring's commits; nothing in the classic
+  // loop, which writes each reply at once).
+  void Flush() { (void)connection_.Flush(); }
+
+  // "io_uring" once the ring serves, else "classic"; why not, when asked for and refused.
+  std::string FuseMode() const;
+
+  const std::string& RingRefusal() const { return ring_refusal_; }
+
   // Asks the kernel for the requests an earlier server read and never answered. OK on kernels
   // that cannot (Unimplemented is returned, for the caller to say so).
   absl::Status ResendUnanswered() { return connection_.NotifyResend(); }
@@ -62,14 +84,18 @@ class LunFile {
   bool GrowTo(const LunCapacity& capacity);
 
  private:
-  // One request: `in` is its whole message.
+  // One request read from /dev/fuse: `in` is its whole message.
   void Dispatch(std::span<const uint8_t> in);
+  // One request: its header, the opcode's arguments, and what follows them (a write's data).
+  void Handle(const fuse_in_header& header, std::span<const uint8_t> arg,
+              std::span<const uint8_t> data);
   void Init(uint64_t unique, std::span<const uint8_t> arg);
   void Lookup(uint64_t unique, uint64_t parent, std::span<const uint8_t> arg);
   void Getattr(uint64_t unique, uint64_t ino);
   void Open(uint64_t unique, uint64_t ino);
   void Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg);
-  void Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg);
+  void Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
+             std::span<const uint8_t> data);
   void Fsync(uint64_t unique);
   void Readdir(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg);
   void Statfs(uint64_t unique);
@@ -82,6 +108,8 @@ class LunFile {
   CommandQueue& queue_;
   BufferPool& pool_;
   std::unique_ptr<uint8_t[]> receive_;  // Holds the largest request.
+  bool want_ring_ = false;
+  std::string ring_refusal_;
 };
 
 }  // namespace stagehand::iscsi

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -155,6 +156,12 @@ class Session {
     status_.set_capacity_refreshes(s.capacity_refreshes);
     status_.set_io_failing(s.io_failing);
     status_.set_lost_since_ns(s.lost_since_ns);
+    if (s.fuse_mode != status_.fuse_mode()) {
+      // Its unit's journal (the keeper's stderr without systemd).
+      std::fprintf(stderr, "stagehand-session: volume %s: FUSE requests: %s\n",
+                   config_.volume_id().c_str(), s.fuse_mode.c_str());
+    }
+    status_.set_fuse_mode(s.fuse_mode);
     status_.set_pid(getpid());
     (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
   }
@@ -233,6 +240,7 @@ class Session {
     options.on_status = [this](const ServerStatus& s) { OnStatus(s); };
     options.on_alive = Pinger();
     options.reserved_buffers = BufferPool::kMaxSpare;
+    options.fuse_io_uring = config_.fuse_io_uring();
     options.replacement_timeout = std::chrono::seconds(
         config_.replacement_timeout_seconds() == 0 ? 120 : config_.replacement_timeout_seconds());
     return options;
@@ -305,18 +313,25 @@ class Session {
   // Listens for a successor of another build (handover.h) from the serving loop.
   void OfferHandover() {
     const std::string path = JoinPath(config_.runtime_dir(), kHandoverSocket);
-    auto server =
-        HandoverServer::Listen(path, {.offer = [this] { return HandoverFds(); },
-                                      .take =
-                                          [this](std::function<void()> drained) {
-                                            server_->PauseFuse(kDrainBound, std::move(drained));
-                                          },
-                                      .resume = [this] { server_->ResumeFuse(); },
-                                      .stored =
-                                          [this] {
-                                            handed_over_ = true;
-                                            server_->EndKeepingMount();
-                                          }});
+    auto server = HandoverServer::Listen(
+        path, {.offer = [this]() -> absl::StatusOr<std::pair<UniqueFd, UniqueFd>> {
+                 if (status_.fuse_mode() == "io_uring") {
+                   // What its ring holds would be lost.
+                   return absl::FailedPreconditionError(
+                       "a session on FUSE over io_uring cannot hand over");
+                 }
+                 return HandoverFds();
+               },
+               .take =
+                   [this](std::function<void()> drained) {
+                     server_->PauseFuse(kDrainBound, std::move(drained));
+                   },
+               .resume = [this] { server_->ResumeFuse(); },
+               .stored =
+                   [this] {
+                     handed_over_ = true;
+                     server_->EndKeepingMount();
+                   }});
     if (!server.ok()) {
       return;  // No upgrade in place for this process; it serves as ever.
     }
@@ -354,6 +369,8 @@ class Session {
     options.identity = identity_;
     options.capacity = capacity_;
     options.lost_since = lost_since;
+    // The connection delivers through a ring only if the process before ran one.
+    options.fuse_io_uring = last.fuse_mode() == "io_uring";
     *status_.mutable_identity() = handover.identity();
     status_.set_capacity_bytes(handover.capacity_bytes());
     status_.set_block_size(handover.block_size());

@@ -258,6 +258,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   config.set_runtime_dir(request.runtime_dir);
   config.set_volume_id(request.volume_id);
   config.set_replacement_timeout_seconds(request.replacement_timeout_seconds);
+  config.set_fuse_io_uring(options_.fuse_io_uring);
   config.set_expected_wwn(request.target.expected_wwn);
   config.set_expected_serial(request.target.expected_serial);
 
@@ -563,6 +564,12 @@ absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
     return absl::UnavailableError(absl::StrCat(
         "session process ", worker.pid, " is not serving now (",
         SessionStatus::State_Name(worker.status->state()), "); it is replaced once it serves"));
+  }
+  if (worker.status->fuse_mode() == "io_uring") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session process ", worker.pid,
+        " takes FUSE requests over io_uring, which cannot be handed over (what its ring holds "
+        "would be lost); it serves on until the volume is unstaged"));
   }
   if (worker.status->handover_socket().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -37,6 +37,8 @@ struct UserspaceTransportOptions {
   // A session process that sends no watchdog ping for this long (stopped, deadlocked: its loop
   // pings every second) is killed by its manager and replaced; 0: never.
   std::chrono::seconds session_watchdog{30};
+  // New sessions ask for FUSE over io_uring.
+  bool fuse_io_uring = false;
 };
 
 class UserspaceTransport : public Transport {

@@ -33,7 +33,6 @@
 
 #include "base/file_io.h"
 #include "base/spawn.h"
-#include "base/subprocess.h"
 #include "proto/state.pb.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/node_test_base.h"
@@ -151,12 +150,10 @@ class MemoryPressureTest : public NodeIntegrationTest {
     const std::string target = root_ + "/pod";
     ASSERT_TRUE(Stage(StageRequest("vol-mem")).ok());
     ASSERT_TRUE(Publish(PublishRequest("vol-mem", target)).ok());
-    auto sessions = RunProcess({"ls", daemon_->runtime_dir() + "/sessions"});
-    ASSERT_TRUE(sessions.ok());
-    const std::string session_dir =
-        daemon_->runtime_dir() + "/sessions/" + sessions->output.substr(0, 32);
-    state::v1::SessionStatus status;
-    ASSERT_TRUE(status.ParseFromString(ReadFileToString(session_dir + "/status").value_or("")));
+    const std::string session_dir = SessionDir();
+    const auto now = SessionNow();
+    ASSERT_TRUE(now.has_value());
+    const state::v1::SessionStatus& status = *now;
     EXPECT_TRUE(status.memory_locked()) << "the session locks its memory";
 
     MemoryCgroup writers("stagehand-writers-" + std::to_string(getpid()), 192ull << 20);

@@ -1,10 +1,14 @@
 #include "tests/integration/node_test_base.h"
 
+#include <sys/inotify.h>
+
 #include <iostream>
 
 #include <absl/strings/str_cat.h>
 
 #include "base/file_io.h"
+#include "base/subprocess.h"
+#include "tests/testing/dir_watch.h"
 
 namespace stagehand::testing {
 
@@ -155,6 +159,29 @@ grpc::Status NodeIntegrationTest::Health(const std::string& volume_id,
 
 grpc::Status NodeIntegrationTest::StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp) {
   return daemon_->node().NodeGetStorageHealth(Ctx().get(), {}, resp);
+}
+
+std::string NodeIntegrationTest::SessionDir() const {
+  auto out = RunProcess({"ls", daemon_->runtime_dir() + "/sessions"});
+  return daemon_->runtime_dir() + "/sessions/" +
+         (out.ok() ? out->output.substr(0, out->output.find('\n')) : "");
+}
+
+std::optional<state::v1::SessionStatus> NodeIntegrationTest::SessionNow() const {
+  auto raw = ReadFileToString(SessionDir() + "/status");
+  state::v1::SessionStatus status;
+  if (!raw.ok() || !status.ParseFromString(*raw)) {
+    return std::nullopt;
+  }
+  return status;
+}
+
+bool NodeIntegrationTest::WaitForStatus(
+    const std::function<bool(const state::v1::SessionStatus&)>& done) const {
+  return WaitUntilInDir(SessionDir(), IN_MOVED_TO, std::chrono::seconds(60), [&] {
+    auto status = SessionNow();
+    return status.has_value() && done(*status);
+  });
 }
 
 }  // namespace stagehand::testing

@@ -3,13 +3,16 @@
 // Fixture for integration tests of the built-in driver: one tgtd per test suite, a fresh temp
 // root, LUN and daemon per test, and a teardown that asserts nothing is left behind.
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "proto/state.pb.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/tgtd.h"
 
@@ -46,6 +49,13 @@ class NodeIntegrationTest : public ::testing::Test {
   grpc::Status StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp);
 
   std::string Staging(const std::string& volume_id) const { return root_ + "/stg-" + volume_id; }
+
+  // The runtime directory of the (first) userspace session, and what its process says.
+  std::string SessionDir() const;
+  std::optional<state::v1::SessionStatus> SessionNow() const;
+  // Waits (inotify on the session's directory, up to a minute) until its status satisfies
+  // `done`.
+  bool WaitForStatus(const std::function<bool(const state::v1::SessionStatus&)>& done) const;
 
   static Tgtd* tgtd_;
   static int next_tid_;

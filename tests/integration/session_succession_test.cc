@@ -118,29 +118,6 @@ class SessionSuccessionTest : public NodeIntegrationTest {
  protected:
   std::vector<std::string> DaemonFlags() const override { return {"--session-watchdog=2"}; }
 
-  std::string SessionDir() const {
-    auto out = RunProcess({"ls", daemon_->runtime_dir() + "/sessions"});
-    return daemon_->runtime_dir() + "/sessions/" +
-           (out.ok() ? out->output.substr(0, out->output.find('\n')) : "");
-  }
-
-  std::optional<SessionStatus> SessionNow() const {
-    auto raw = ReadFileToString(SessionDir() + "/status");
-    SessionStatus status;
-    if (!raw.ok() || !status.ParseFromString(*raw)) {
-      return std::nullopt;
-    }
-    return status;
-  }
-
-  // Waits (inotify on the session's directory) until its status satisfies `done`.
-  bool WaitForStatus(const std::function<bool(const SessionStatus&)>& done) const {
-    return WaitUntilInDir(SessionDir(), IN_MOVED_TO, std::chrono::seconds(60), [&] {
-      auto status = SessionNow();
-      return status.has_value() && done(*status);
-    });
-  }
-
   // Kills the serving process with `signal` and waits until a successor serves (UP).
   bool KillAndWaitForSuccessor(int signal) const {
     auto before = SessionNow();

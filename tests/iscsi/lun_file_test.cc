@@ -156,6 +156,41 @@ TEST_F(LunFileTest, InitTakesWhatTheDataPathNeedsOfWhatTheKernelOffers) {
   EXPECT_EQ(out.max_background, 64);
 }
 
+TEST_F(LunFileTest, InitAsksForTheRingWhenWantedAndOffered) {
+  file_.WantRing(true);
+  fuse_init_in in{};
+  in.major = 7;
+  in.minor = 42;
+  in.flags = FUSE_ASYNC_READ | FUSE_INIT_EXT;
+  in.flags2 = static_cast<uint32_t>(kFuseOverIoUring >> 32);
+
+  auto a = Ask(FUSE_INIT, 0, in);
+
+  ASSERT_TRUE(a.has_value());
+  const auto out = a->As<fuse_init_out>();
+  EXPECT_NE(out.flags & FUSE_INIT_EXT, 0u) << "flags2 counts";
+  EXPECT_EQ(out.flags2, static_cast<uint32_t>(kFuseOverIoUring >> 32));
+  // The ring itself needs /dev/fuse: over the fake kernel the classic loop goes on.
+  EXPECT_EQ(file_.FuseMode(), "classic");
+  EXPECT_NE(file_.RingRefusal().find("/dev/fuse"), std::string::npos) << file_.RingRefusal();
+}
+
+TEST_F(LunFileTest, InitWithoutTheRingOnOfferSaysWhy) {
+  file_.WantRing(true);
+  fuse_init_in in{};
+  in.major = 7;
+  in.minor = 42;
+  in.flags = FUSE_ASYNC_READ | FUSE_INIT_EXT;  // The module parameter is off: no ring offered.
+
+  auto a = Ask(FUSE_INIT, 0, in);
+
+  ASSERT_TRUE(a.has_value());
+  const auto out = a->As<fuse_init_out>();
+  EXPECT_EQ(out.flags & FUSE_INIT_EXT, 0u);
+  EXPECT_EQ(out.flags2, 0u);
+  EXPECT_NE(file_.RingRefusal().find("fuse.enable_uring"), std::string::npos);
+}
+
 TEST_F(LunFileTest, AnInitOfTooOldAProtocolIsRefused) {
   fuse_init_in in{};
   in.major = 7;

@@ -1,0 +1,144 @@
+// FUSE over io_uring (--fuse-io-uring): where the kernel offers it (Linux 6.14+, the module
+// parameter fuse.enable_uring set), the session takes its requests through a ring; where it
+// does not, the classic loop serves and the status says why. A successor of a ring session
+// that died registers a ring of its own and serves new I/O.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <absl/strings/match.h>
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "iscsi/datapath_counters.h"
+#include "proto/state.pb.h"
+#include "tests/integration/cluster.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using state::v1::SessionStatus;
+
+constexpr char kUringParameter[] = "/sys/module/fuse/parameters/enable_uring";
+
+// Sets fuse.enable_uring for the test and puts the old value back.
+class UringParameter {
+ public:
+  explicit UringParameter(bool on) {
+    auto old = ReadFileToString(kUringParameter);
+    if (!old.ok()) {
+      return;
+    }
+    old_ = old->substr(0, 1);
+    ok_ = WriteParameter(on ? "Y" : "N");
+  }
+
+  ~UringParameter() {
+    if (!old_.empty()) {
+      WriteParameter(old_);
+    }
+  }
+
+  UringParameter(const UringParameter&) = delete;
+  UringParameter& operator=(const UringParameter&) = delete;
+
+  bool ok() const { return ok_; }
+
+ private:
+  static bool WriteParameter(const std::string& value) {
+    const int fd = open(kUringParameter, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return false;
+    }
+    const bool ok = write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+    close(fd);
+    return ok;
+  }
+
+  std::string old_;
+  bool ok_ = false;
+};
+
+// Writes `content` to `path` durably, drops the page cache and reads it back (from the LUN).
+std::string WriteAndReadBack(const std::string& path, const std::string& content) {
+  if (!WriteDurably(path, content)) {
+    return "<write failed>";
+  }
+  const int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!write(fd, "3", 1);
+    close(fd);
+  }
+  return ReadFileToString(path).value_or("<read failed>");
+}
+
+class FuseRingTest : public NodeIntegrationTest {
+ protected:
+  std::vector<std::string> DaemonFlags() const override {
+    return {"--fuse-io-uring", "--session-watchdog=2"};
+  }
+
+  void SetUp() override {
+    NodeIntegrationTest::SetUp();
+    if (access(kUringParameter, W_OK) != 0) {
+      GTEST_SKIP() << "this kernel has no FUSE over io_uring (" << kUringParameter << ")";
+    }
+  }
+};
+
+TEST_F(FuseRingTest, AVolumeServedThroughTheRingKeepsItsDataAcrossAKilledSession) {
+  UringParameter uring(true);
+  ASSERT_TRUE(uring.ok());
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-ring")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-ring", target)).ok());
+  auto before = SessionNow();
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->fuse_mode(), "io_uring");
+
+  const std::string data(3 << 20, 'r');
+  EXPECT_EQ(WriteAndReadBack(target + "/a", data), data);
+  const auto counters = iscsi::ReadCounters(SessionDir() + "/counters");
+  ASSERT_TRUE(counters.ok());
+  EXPECT_GT(counters->write_ops, 0u);
+  EXPECT_GT(counters->read_ops, 0u) << "read back from the LUN, through the ring";
+
+  // Killed with nothing in flight: the successor registers a ring of its own and serves.
+  const int pid = before->pid();
+  kill(pid, SIGKILL);
+  ASSERT_TRUE(WaitForStatus([pid](const SessionStatus& s) {
+    return s.pid() != pid && s.took_over() && s.state() == SessionStatus::UP;
+  }));
+  EXPECT_EQ(SessionNow()->fuse_mode(), "io_uring");
+  EXPECT_EQ(ReadFileToString(target + "/a").value_or(""), data);
+  EXPECT_EQ(WriteAndReadBack(target + "/b", data), data);
+
+  EXPECT_TRUE(Unpublish("vol-ring", target).ok());
+  EXPECT_TRUE(Unstage("vol-ring", Staging("vol-ring")).ok());
+}
+
+TEST_F(FuseRingTest, WithoutTheModuleParameterTheClassicLoopServesAndSaysWhy) {
+  UringParameter uring(false);
+  ASSERT_TRUE(uring.ok());
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-classic")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-classic", target)).ok());
+  auto status = SessionNow();
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(absl::StartsWith(status->fuse_mode(), "classic (io_uring: ")) << status->fuse_mode();
+  EXPECT_TRUE(absl::StrContains(status->fuse_mode(), "fuse.enable_uring")) << status->fuse_mode();
+
+  const std::string data(1 << 20, 'c');
+  EXPECT_EQ(WriteAndReadBack(target + "/a", data), data);
+  EXPECT_TRUE(Unpublish("vol-classic", target).ok());
+  EXPECT_TRUE(Unstage("vol-classic", Staging("vol-classic")).ok());
+}
+
+}  // namespace
+}  // namespace stagehand::testing
