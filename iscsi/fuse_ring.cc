@@ -8,8 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include <absl/strings/str_cat.h>
-
 namespace stagehand::iscsi {
 
 struct FuseRing::Ring {
@@ -136,7 +134,7 @@ absl::StatusOr<FuseRing::Entry*> FuseRing::NextRequest() {
     }
     if (res < 0) {
       // ENOTCONN, ECONNABORTED: the connection ended (unmounted, aborted) or the ring is going.
-      return absl::AbortedError(absl::StrCat("the FUSE ring ended: ", std::strerror(-res)));
+      return ErrnoStatus(-res, "the FUSE ring ended");
     }
     entry->commit_id = entry->header->ring_ent_in_out.commit_id;
     const auto* header = reinterpret_cast<const fuse_in_header*>(entry->header->in_out);

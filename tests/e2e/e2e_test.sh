@@ -11,7 +11,8 @@
 # of the DaemonSet under a writing pod never fails its I/O and leaves the node's mount count
 # as it was; a kubelet restart keeps the pod's volume mounted (same mount, no remount); a
 # SIGKILL of the volume's session process under the writer fails no write (its unit starts a
-# successor that takes over the FUSE connection); the kubelet's kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives
+# successor that takes over the FUSE connection); a DaemonSet image change with another build
+# of stagehand-session replaces the session process in place under the writer; the kubelet's kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives
 # them) match the file system; a raw block PVC takes writes and reads them back.
 # The userspace transport only: this host's kernel has no iSCSI initiator (the kernel
 # transport has its own QEMU guest test, tests/kernel).
@@ -40,6 +41,9 @@ if [[ ${1:-} != --inside ]]; then
   done < <(find "$E2E_WORK/layers" -name '*.tar')
   rm -rf "$E2E_WORK/layers"
   "$here/test-images" "$KUBE_BIN" "$E2E_WORK/images"
+  # The same image with another build of stagehand-session, for the upgrade in place.
+  "$here/next-image" "$E2E_WORK/images/stagehand.tar" "$E2E_WORK/images/stagehand-next.tar" \
+    >"$E2E_WORK/next-build"
   # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none.
   made_modules=0
   [[ -e /lib/modules ]] || made_modules=1
@@ -252,6 +256,26 @@ wait_for 30 "the writer's log to grow after the session's SIGKILL" grows3
 ! kc logs writer | grep -q FAIL || die "the writer saw a failed write after the session's SIGKILL"
 [[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the session's SIGKILL"
 log "ok: session SIGKILL under the writer: pid $pid_before -> $(session_pid), no failed write, same mount"
+
+# --- a DaemonSet image change (another build of stagehand-session) replaces the writer's
+# session process in place: no failed write, the same mounts, the new build serving.
+next_build=$(cat "$E2E_WORK/next-build")
+mounts_before_upgrade=$(mount_count)
+kc -n stagehand-system set image ds/stagehand-node stagehand=localhost/stagehand:e2e-next >/dev/null
+kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
+  die "the rollout of the next image did not finish"
+upgraded() { grep -qa "$next_build" /run/stagehand/sessions/*/status; }
+wait_for 120 "the session upgraded in place to build ${next_build:0:12}" upgraded
+n4=$(lines)
+grows4() { (($(lines) > n4)); }
+wait_for 30 "the writer's log to grow after the upgrade" grows4
+[[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
+  die "the writer's container restarted: its I/O failed during the upgrade in place"
+! kc logs writer | grep -q FAIL || die "the writer saw a failed write during the upgrade in place"
+[[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the upgrade"
+(($(mount_count) == mounts_before_upgrade)) ||
+  die "the node's mount count changed over the upgrade: $mounts_before_upgrade -> $(mount_count)"
+log "ok: image change under the writer: session upgraded in place to build ${next_build:0:12}, no failed write, same mounts"
 
 # --- the kubelet's volume stats for the PVC come from NodeGetVolumeStats.
 metric() {
