@@ -90,7 +90,7 @@ void CommandQueue::Submit(std::unique_ptr<IoRequest> r) {
   if (raw->flush) {
     task = iscsi_synchronizecache10_task(ctx_.get(), lun, 0, 0, 0, 0, &OnTaskDone, raw);
   } else if (raw->write) {
-    task = iscsi_write16_task(ctx_.get(), lun, raw->lba, raw->buffer.get(),
+    task = iscsi_write16_task(ctx_.get(), lun, raw->lba, raw->Data(),
                               static_cast<uint32_t>(raw->slice_length), block_size, 0, 0, 0, 0, 0,
                               &OnTaskDone, raw);
   } else {
@@ -100,7 +100,7 @@ void CommandQueue::Submit(std::unique_ptr<IoRequest> r) {
     if (task != nullptr) {
       // Nothing was received yet (this thread runs the socket): the data-in goes straight
       // into our buffer instead of libiscsi's reassembly buffer.
-      raw->iov.iov_base = raw->buffer.get();
+      raw->iov.iov_base = raw->Data();
       raw->iov.iov_len = bytes;
       scsi_task_set_iov_in(task, &raw->iov, 1);
     }

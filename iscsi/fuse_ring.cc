@@ -150,6 +150,7 @@ FuseRingRequest FuseRing::RequestOf(const Entry& entry) {
       .header = reinterpret_cast<const fuse_in_header*>(entry.header->in_out),
       .op_in = std::span<const uint8_t>(entry.header->op_in, sizeof(entry.header->op_in)),
       .payload = std::span<const uint8_t>(entry.payload.get(), payload),
+      .reply_buffer = std::span<uint8_t>(entry.payload.get(), entry.payload_bytes),
   };
 }
 
@@ -165,7 +166,9 @@ bool FuseRing::Reply(uint64_t unique, int error,
   if (error == 0) {
     for (const auto& piece : payload) {
       const size_t n = std::min(piece.size(), e.payload_bytes - len);
-      std::memcpy(e.payload.get() + len, piece.data(), n);
+      if (piece.data() != e.payload.get() + len) {  // Not read into place already.
+        std::memmove(e.payload.get() + len, piece.data(), n);
+      }
       len += n;
     }
   }

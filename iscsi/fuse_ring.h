@@ -63,6 +63,9 @@ struct FuseRingRequest {
   std::span<const uint8_t> op_in;    // The per-opcode header (its 128 bytes; the struct's size
                                      // is the opcode's).
   std::span<const uint8_t> payload;  // What follows it: a write's data, a lookup's name.
+  // The entry's whole payload buffer: it lives until the request is answered, and a reply
+  // written into it in place is not copied again.
+  std::span<uint8_t> reply_buffer;
 };
 
 class FuseRing {

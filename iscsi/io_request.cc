@@ -63,8 +63,7 @@ void IoRequest::Reply(const scsi_task& task, DataPathCounters* counters) const {
     }
     CountAdd(counters, &DataPathCounters::read_ops, 1);
     CountAdd(counters, &DataPathCounters::read_bytes, slice_length);
-    (void)fuse->Reply(unique, 0,
-                      {std::span<const uint8_t>(buffer.get() + slice_offset, slice_length)});
+    (void)fuse->Reply(unique, 0, {std::span<const uint8_t>(Data() + slice_offset, slice_length)});
   }
 }
 

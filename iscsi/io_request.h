@@ -64,6 +64,9 @@ struct IoRequest {
   // writes: the payload, copied out of the receive buffer (reused by the next request).
   std::unique_ptr<uint8_t[]> buffer;
   size_t buffer_size = 0;
+  // Instead of `buffer`: memory the request does not own that lives until it is answered (the
+  // payload buffer of the FUSE ring entry that holds the request).
+  uint8_t* borrowed = nullptr;
   scsi_iovec iov{};  // Reads: points into `buffer` (lives as long as the task).
   int retries = 0;
   // When it first had to wait for a connection (zero: never): a request waits at most the
@@ -77,6 +80,8 @@ struct IoRequest {
   IoRequest(const IoRequest&) = delete;
   IoRequest& operator=(const IoRequest&) = delete;
   ~IoRequest();
+
+  uint8_t* Data() const { return borrowed != nullptr ? borrowed : buffer.get(); }
 
   // Takes a buffer of at least `bytes` from `pool`.
   void AllocateBuffer(BufferPool& from, size_t bytes);

@@ -161,13 +161,14 @@ bool LunFile::ServeRing() {
   }
   const absl::Status served = ring->Harvest([this](const FuseRingRequest& r) {
     // A lookup's name comes as the payload (its per-opcode header is empty).
-    Handle(*r.header, r.header->opcode == FUSE_LOOKUP ? r.payload : r.op_in, r.payload);
+    Handle(*r.header, r.header->opcode == FUSE_LOOKUP ? r.payload : r.op_in, r.payload,
+           r.reply_buffer);
   });
   return served.ok();
 }
 
 void LunFile::Handle(const fuse_in_header& header, std::span<const uint8_t> arg,
-                     std::span<const uint8_t> data) {
+                     std::span<const uint8_t> data, std::span<uint8_t> ring_buffer) {
   const uint64_t unique = header.unique;
   const uint64_t ino = header.nodeid;
   switch (header.opcode) {
@@ -189,10 +190,10 @@ void LunFile::Handle(const fuse_in_header& header, std::span<const uint8_t> arg,
       return;
     }
     case FUSE_READ:
-      Read(unique, ino, arg);
+      Read(unique, ino, arg, ring_buffer);
       return;
     case FUSE_WRITE:
-      Write(unique, ino, arg, data);
+      Write(unique, ino, arg, data, !ring_buffer.empty());
       return;
     case FUSE_FSYNC:
       Fsync(unique);
@@ -304,7 +305,8 @@ void LunFile::Open(uint64_t unique, uint64_t ino) {
   Answer(unique, 0, BytesOf(out));
 }
 
-void LunFile::Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) {
+void LunFile::Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
+                   std::span<uint8_t> ring_buffer) {
   const auto* in = ArgAs<fuse_read_in>(arg);
   const MappedIo io = ino == kLunInode && in != nullptr
                           ? MapRead(static_cast<int64_t>(in->offset), in->size, capacity_.Bytes(),
@@ -321,12 +323,16 @@ void LunFile::Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg) 
   r->blocks = io.blocks;
   r->slice_offset = io.slice_offset;
   r->slice_length = io.slice_length;
-  r->AllocateBuffer(pool_, io.blocks * capacity_.block_size);
+  if (io.slice_offset == 0 && io.blocks * capacity_.block_size <= ring_buffer.size()) {
+    r->borrowed = ring_buffer.data();  // Read into the ring entry: the reply is in place.
+  } else {
+    r->AllocateBuffer(pool_, io.blocks * capacity_.block_size);
+  }
   queue_.Submit(std::move(r));
 }
 
 void LunFile::Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
-                    std::span<const uint8_t> data) {
+                    std::span<const uint8_t> data, bool data_stays) {
   const auto* in = ArgAs<fuse_write_in>(arg);
   const MappedIo io = ino == kLunInode && in != nullptr && data.size() >= in->size
                           ? MapWrite(static_cast<int64_t>(in->offset), in->size, capacity_.Bytes(),
@@ -344,8 +350,13 @@ void LunFile::Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
   r->lba = io.lba;
   r->blocks = io.blocks;
   r->slice_length = io.slice_length;
-  r->AllocateBuffer(pool_, io.slice_length);
-  std::memcpy(r->buffer.get(), data.data(), io.slice_length);
+  if (data_stays) {
+    // In the ring entry, which holds it until the reply: sent from there.
+    r->borrowed = const_cast<uint8_t*>(data.data());
+  } else {
+    r->AllocateBuffer(pool_, io.slice_length);
+    std::memcpy(r->buffer.get(), data.data(), io.slice_length);
+  }
   queue_.Submit(std::move(r));
 }
 

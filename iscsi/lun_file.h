@@ -87,15 +87,17 @@ class LunFile {
   // One request read from /dev/fuse: `in` is its whole message.
   void Dispatch(std::span<const uint8_t> in);
   // One request: its header, the opcode's arguments, and what follows them (a write's data).
+  // `ring_buffer`: the ring entry's payload buffer (empty for /dev/fuse requests).
   void Handle(const fuse_in_header& header, std::span<const uint8_t> arg,
-              std::span<const uint8_t> data);
+              std::span<const uint8_t> data, std::span<uint8_t> ring_buffer = {});
   void Init(uint64_t unique, std::span<const uint8_t> arg);
   void Lookup(uint64_t unique, uint64_t parent, std::span<const uint8_t> arg);
   void Getattr(uint64_t unique, uint64_t ino);
   void Open(uint64_t unique, uint64_t ino);
-  void Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg);
+  void Read(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
+            std::span<uint8_t> ring_buffer);
   void Write(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg,
-             std::span<const uint8_t> data);
+             std::span<const uint8_t> data, bool data_stays);
   void Fsync(uint64_t unique);
   void Readdir(uint64_t unique, uint64_t ino, std::span<const uint8_t> arg);
   void Statfs(uint64_t unique);
