@@ -346,6 +346,16 @@ std::vector<std::string> Leftovers(const std::string& root) {
   return out;
 }
 
+bool WriteControl(const std::string& path, const std::string& text) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return false;
+  }
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok;
+}
+
 bool WriteDurably(const std::string& path, const std::string& content) {
   const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
   if (fd < 0) {

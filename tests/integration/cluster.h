@@ -85,6 +85,10 @@ std::vector<int> RunningSessionKeepers();
 // fail, so it does not fail the test by itself).
 bool WriteDurably(const std::string& path, const std::string& content);
 
+// Writes `text` to a kernel control file (cgroup, sysfs, fusectl) in one write: no temp file and
+// rename, which such files do not take.
+bool WriteControl(const std::string& path, const std::string& text);
+
 // The live session processes of the agent whose root is `root` (from <root>/run/sessions/*/status).
 std::vector<int> SessionPidsUnder(const std::string& root);
 

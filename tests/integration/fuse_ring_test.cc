@@ -34,12 +34,12 @@ class UringParameter {
       return;
     }
     old_ = old->substr(0, 1);
-    ok_ = WriteParameter(on ? "Y" : "N");
+    ok_ = WriteControl(kUringParameter, on ? "Y" : "N");
   }
 
   ~UringParameter() {
     if (!old_.empty()) {
-      WriteParameter(old_);
+      WriteControl(kUringParameter, old_);
     }
   }
 
@@ -49,16 +49,6 @@ class UringParameter {
   bool ok() const { return ok_; }
 
  private:
-  static bool WriteParameter(const std::string& value) {
-    const int fd = open(kUringParameter, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return false;
-    }
-    const bool ok = write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
-    close(fd);
-    return ok;
-  }
-
   std::string old_;
   bool ok_ = false;
 };
@@ -68,11 +58,7 @@ std::string WriteAndReadBack(const std::string& path, const std::string& content
   if (!WriteDurably(path, content)) {
     return "<write failed>";
   }
-  const int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    (void)!write(fd, "3", 1);
-    close(fd);
-  }
+  WriteControl("/proc/sys/vm/drop_caches", "3");
   return ReadFileToString(path).value_or("<read failed>");
 }
 

@@ -43,16 +43,6 @@ namespace {
 constexpr char kMemoryCgroups[] = "/sys/fs/cgroup/memory";
 constexpr char kFuseControl[] = "/sys/fs/fuse/connections";
 
-bool WriteControl(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return false;
-  }
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
-}
-
 // A memory cgroup (v1) of `limit` bytes; its processes go back to the root one and it is removed
 // when destroyed.
 class MemoryCgroup {

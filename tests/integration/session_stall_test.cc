@@ -25,17 +25,6 @@ namespace {
 
 constexpr char kFreezer[] = "/sys/fs/cgroup/freezer";
 
-// Writes `text` to a cgroup control file (no temp file and rename: the kernel reads one write).
-bool WriteControl(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return false;
-  }
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
-}
-
 // Every thread of `pid` frozen in a cgroup of its own; thawed, moved back and the cgroup removed
 // when destroyed.
 class Frozen {
