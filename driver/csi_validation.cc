@@ -4,6 +4,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "base/paths.h"
+#include "mounter/mount_options.h"
 
 namespace stagehand::driver {
 
@@ -45,12 +46,20 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
                                                      mount.fs_type(),
                                                      "' is not supported; use ext4 or xfs"));
     }
+    int contexts = 0;
     for (const auto& flag : mount.mount_flags()) {
-      if (flag.empty() || absl::StrContains(flag, ',') || flag == "bind" || flag == "rbind" ||
-          flag == "remount" || flag == "move") {
+      // A quoted SELinux context keeps its commas (the kubelet's `context="...:s0:c1,c2"`).
+      const bool quoted_context = mounter::IsQuotedContextOption(flag);
+      if (flag.empty() || (absl::StrContains(flag, ',') && !quoted_context) || flag == "bind" ||
+          flag == "rbind" || flag == "remount" || flag == "move") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mount flag '", flag,
+            "' is not allowed; give one option per entry (a comma only inside a quoted "
+            "context=\"...\") and no bind/remount/move"));
+      }
+      if (flag.starts_with("context=") && ++contexts > 1) {
         return absl::InvalidArgumentError(
-            absl::StrCat("mount flag '", flag,
-                         "' is not allowed; give one option per entry and no bind/remount/move"));
+            "more than one context= mount flag: a filesystem is mounted with one SELinux context");
       }
       spec.mount_flags.push_back(flag);
     }

@@ -12,6 +12,7 @@
 #include "driver/csi_validation.h"
 #include "driver/target_path.h"
 #include "mounter/filesystem.h"
+#include "mounter/mount_options.h"
 #include "mounter/volume_stats.h"
 #include "proto/grpc_status.h"
 
@@ -258,6 +259,22 @@ absl::Status NodeService::CheckPublishable(const csi::v1::NodePublishVolumeReque
         absl::StrCat("volume '", req.volume_id(), "' is recorded as staged at '", rec.staging_path,
                      "' but ", live.message(), "; call NodeStageVolume again before publishing"));
   }
+  // A filesystem mounted with `context=` has that SELinux context for every file and every bind
+  // of it; the kubelet passes the pod's context to both the stage and the publish.
+  if (!cap.block) {
+    const std::string staged = mounter::SelinuxContext(rec.capability.mount_flags);
+    const std::string wanted = mounter::SelinuxContext(cap.mount_flags);
+    if (staged != wanted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume '", req.volume_id(), "' is staged ",
+          staged.empty() ? "without an SELinux context"
+                         : absl::StrCat("with SELinux context '", staged, "'"),
+          " but this publish asks for ",
+          wanted.empty() ? "none" : absl::StrCat("context '", wanted, "'"),
+          "; a mounted filesystem has one context: unpublish and unstage it everywhere on this "
+          "node first, or give the pods the same SELinux level"));
+    }
+  }
   if (const Publication* p = rec.FindPublication(req.target_path());
       p != nullptr && (p->readonly != readonly || p->mount_flags != cap.mount_flags)) {
     return absl::AlreadyExistsError(absl::StrCat("volume '", req.volume_id(),
@@ -368,12 +385,23 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
 
 // ----- NodeExpandVolume -----
 
+// The codes follow what the kubelet reads from them (RecoverVolumeExpansionFailure, GA in 1.34):
+// INVALID_ARGUMENT, OUT_OF_RANGE and NOT_FOUND mark the resize infeasible, so the user can go
+// back to a smaller size; every other code is retried. A LUN the target has not grown yet, a
+// session or path that is down, a busy volume are therefore never one of those three.
 absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeRequest& req) {
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
   }
   if (req.volume_path().empty()) {
     return absl::InvalidArgumentError("volume_path is required");
+  }
+  const int64_t required = req.capacity_range().required_bytes();
+  const int64_t limit = req.capacity_range().limit_bytes();
+  if (required < 0 || limit < 0 || (limit > 0 && required > limit)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("capacity_range: required_bytes ", required, " and limit_bytes ", limit,
+                     " must not be negative, and required_bytes must not exceed limit_bytes"));
   }
   VolumeLocks::Guard guard(locks_, req.volume_id());
   if (!guard.held()) {
@@ -391,13 +419,27 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
                                             "' is not where volume '", req.volume_id(),
                                             "' is staged or published"));
   }
+  if (req.has_volume_capability()) {
+    SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
+    if (cap.block != rec.capability.block) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "volume '", req.volume_id(), "' was staged as ", rec.capability.block ? "block" : "mount",
+          " but the expansion asks for ", cap.block ? "block" : "mount"));
+    }
+  }
   // The target grows the LUN; we pick the new size up, then grow the filesystem online.
   SH_ASSIGN_OR_RETURN(uint64_t bytes, deps_.transport.RefreshCapacity(rec.session));
-  const int64_t required = req.capacity_range().required_bytes();
   if (required > 0 && static_cast<int64_t>(bytes) < required) {
-    return absl::OutOfRangeError(
+    // Not infeasible: the target may grow the LUN a moment later (the kubelet retries).
+    return absl::FailedPreconditionError(
         absl::StrCat("the LUN is ", bytes, " bytes but ", required,
-                     " were required; grow the LUN on the target (controller expansion) first"));
+                     " are required; grow the LUN on the target (controller expansion) first"));
+  }
+  if (limit > 0 && static_cast<int64_t>(bytes) > limit) {
+    // A LUN never shrinks under a filesystem: this request cannot be met.
+    return absl::OutOfRangeError(absl::StrCat("the LUN is ", bytes,
+                                              " bytes, more than limit_bytes ", limit,
+                                              "; a volume is never shrunk"));
   }
   if (!rec.capability.block) {
     SH_RETURN_IF_ERROR(

@@ -27,9 +27,34 @@ constexpr std::array<std::pair<std::string_view, uint64_t>, 8> kBindFlags = {{
 
 }  // namespace
 
+bool IsQuotedContextOption(std::string_view option) {
+  constexpr std::string_view kPrefix = "context=\"";
+  if (!option.starts_with(kPrefix) || option.size() < kPrefix.size() + 2 ||
+      !option.ends_with('"')) {
+    return false;
+  }
+  const std::string_view value = option.substr(kPrefix.size(), option.size() - kPrefix.size() - 1);
+  return value.find('"') == std::string_view::npos;
+}
+
+std::string SelinuxContext(const std::vector<std::string>& options) {
+  constexpr std::string_view kPrefix = "context=";
+  for (const std::string& o : options) {
+    if (!o.starts_with(kPrefix)) {
+      continue;
+    }
+    std::string_view value = std::string_view(o).substr(kPrefix.size());
+    if (IsQuotedContextOption(o)) {
+      value = value.substr(1, value.size() - 2);
+    }
+    return std::string(value);
+  }
+  return "";
+}
+
 absl::StatusOr<std::string> JoinMountOptions(const std::vector<std::string>& options) {
   for (const std::string& o : options) {
-    if (o.empty() || absl::StrContains(o, ',')) {
+    if (o.empty() || (absl::StrContains(o, ',') && !IsQuotedContextOption(o))) {
       return absl::InvalidArgumentError(absl::StrCat("malformed mount option '", o, "'"));
     }
   }

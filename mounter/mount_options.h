@@ -12,8 +12,18 @@
 namespace stagehand::mounter {
 
 // Joins `options` with ',' for libmount.
-// InvalidArgument: an option is empty or contains ',' (it would smuggle in further options).
+// InvalidArgument: an option is empty or contains ',' (it would smuggle in further options),
+// except inside the quotes of a quoted SELinux context option (IsQuotedContextOption).
 absl::StatusOr<std::string> JoinMountOptions(const std::vector<std::string>& options);
+
+// The kubelet's SELinux mount option: `context="user:role:type:level"`, quoted because an MLS
+// level holds commas (s0:c15,c25); libmount and the kernel keep a quoted value whole. True only
+// for that form: one pair of quotes around the whole value, nothing after them.
+bool IsQuotedContextOption(std::string_view option);
+
+// The SELinux context the `context=` option in `options` names (without quotes), or "" if
+// there is none.
+std::string SelinuxContext(const std::vector<std::string>& options);
 
 // The MS_* flags for the MS_REMOUNT|MS_BIND step of a bind mount: MS_RDONLY if `readonly`, plus
 // one flag per option. Known options: "ro", "nosuid", "nodev", "noexec", "noatime",

@@ -12,10 +12,12 @@
 namespace stagehand::mounter {
 
 struct MountRequest {
-  std::string source;                // Block device, e.g. "/dev/disk/by-path/ip-…-lun-0".
-  std::string target;                // Clean absolute directory; must exist.
-  std::string fstype;                // "ext4", "xfs"; never empty (probe first).
-  std::vector<std::string> options;  // "ro", "noatime", …; none may be empty or contain ','.
+  std::string source;  // Block device, e.g. "/dev/disk/by-path/ip-…-lun-0".
+  std::string target;  // Clean absolute directory; must exist.
+  std::string fstype;  // "ext4", "xfs"; never empty (probe first).
+  // "ro", "noatime", …; none may be empty or contain ',' (but a quoted context="...", which
+  // keeps its commas: JoinMountOptions).
+  std::vector<std::string> options;
 };
 
 // One line of /proc/self/mountinfo.

@@ -61,6 +61,23 @@ TEST(CsiValidationTest, MountFlagsCannotSmuggleOptions) {
   }
 }
 
+TEST(CsiValidationTest, MountFlagsTakeOneQuotedSelinuxContext) {
+  const std::string context = R"(context="system_u:object_r:container_file_t:s0:c15,c25")";
+  auto c = Mount("ext4", AccessMode::SINGLE_NODE_WRITER);
+  c.mutable_mount()->add_mount_flags("noatime");
+  c.mutable_mount()->add_mount_flags(context);
+  auto spec = ParseCapability(c);
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_THAT(spec->mount_flags, ::testing::ElementsAre("noatime", context));
+
+  c.mutable_mount()->add_mount_flags("context=system_u:object_r:other_t:s0");
+  EXPECT_THAT(ParseCapability(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           ::testing::HasSubstr("more than one context=")));
+  auto smuggled = Mount("ext4", AccessMode::SINGLE_NODE_WRITER);
+  smuggled.mutable_mount()->add_mount_flags(R"(context="u:r:t:s0:c1,c2",suid)");
+  EXPECT_THAT(ParseCapability(smuggled), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(CsiValidationTest, BlockAllowsMultiNodeWriters) {
   csi::v1::VolumeCapability c;
   c.mutable_block();

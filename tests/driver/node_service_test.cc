@@ -305,22 +305,74 @@ TEST_F(NodeServiceTest, ExpandPicksUpTheNewSizeAndGrowsTheFilesystem) {
   EXPECT_THAT(grown_, ::testing::ElementsAre("/dev/fake1 " + root_ + "/stage-v1"));
 }
 
-TEST_F(NodeServiceTest, ExpandBeyondTheLunIsOutOfRange) {
+// The kubelet with a CSIDriver's seLinuxMount: the pod's context in both the stage and the
+// publish flags; the staging mount takes it, and one filesystem has one context.
+TEST_F(NodeServiceTest, AnSelinuxContextIsMountedAtStageAndMustMatchAtPublish) {
+  const std::string context = R"(context="system_u:object_r:container_file_t:s0:c15,c25")";
+  auto stage = StageReq("v1");
+  stage.mutable_volume_capability()->mutable_mount()->add_mount_flags(context);
+  ASSERT_TRUE(Stage(stage).ok());
+  auto staged = mounter_.Find(root_ + "/stage-v1");
+  ASSERT_TRUE(staged.ok() && staged->has_value());
+  EXPECT_THAT((*staged)->options, ::testing::HasSubstr(context));
+
+  auto other = PublishReq("v1");
+  other.mutable_volume_capability()->mutable_mount()->add_mount_flags(
+      R"(context="system_u:object_r:container_file_t:s0:c1,c2")");
+  auto s = Publish(other);
+  EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("staged with SELinux context "
+                                                      "'system_u:object_r:container_file_t:s0:"
+                                                      "c15,c25'"));
+  EXPECT_EQ(Publish(PublishReq("v1")).error_code(), Code::FAILED_PRECONDITION)
+      << "a publish without the context would need a relabel of a context= mount";
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/pod-v1"));
+
+  auto same = PublishReq("v1");
+  same.mutable_volume_capability()->mutable_mount()->add_mount_flags(context);
+  EXPECT_TRUE(Publish(same).ok());
+  EXPECT_TRUE(mounter_.IsMounted(root_ + "/pod-v1"));
+}
+
+// The kubelet (RecoverVolumeExpansionFailure) gives up on INVALID_ARGUMENT, OUT_OF_RANGE and
+// NOT_FOUND and retries every other code.
+TEST_F(NodeServiceTest, ExpandCodesTellTheKubeletWhatToRetry) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  auto expand = [&](int64_t required, int64_t limit, const std::string& id = "v1") {
+    csi::v1::NodeExpandVolumeRequest req;
+    req.set_volume_id(id);
+    req.set_volume_path(root_ + "/stage-v1");
+    req.mutable_capacity_range()->set_required_bytes(required);
+    req.mutable_capacity_range()->set_limit_bytes(limit);
+    grpc::ClientContext ctx;
+    csi::v1::NodeExpandVolumeResponse resp;
+    return stub_->NodeExpandVolume(&ctx, req, &resp);
+  };
+
+  // The target has not grown the LUN (yet): retried.
+  EXPECT_EQ(expand(1ll << 40, 0).error_code(), Code::FAILED_PRECONDITION);
+  // Infeasible: the LUN (1 MiB) is already larger than the limit, a range that cannot be met,
+  // a volume that is not here.
+  EXPECT_EQ(expand(0, 4096).error_code(), Code::OUT_OF_RANGE);
+  EXPECT_EQ(expand(8192, 4096).error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_EQ(expand(4096, 0, "unknown").error_code(), Code::NOT_FOUND);
+  EXPECT_TRUE(grown_.empty());
+}
+
+TEST_F(NodeServiceTest, ExpandRefusesAnotherAccessTypeThanTheStagedOne) {
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
   csi::v1::NodeExpandVolumeRequest req;
   req.set_volume_id("v1");
   req.set_volume_path(root_ + "/stage-v1");
-  req.mutable_capacity_range()->set_required_bytes(1ll << 40);
-
+  req.mutable_volume_capability()->mutable_block();
+  req.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
   grpc::ClientContext ctx;
   csi::v1::NodeExpandVolumeResponse resp;
   auto s = stub_->NodeExpandVolume(&ctx, req, &resp);
-
-  EXPECT_EQ(s.error_code(), Code::OUT_OF_RANGE);
+  EXPECT_EQ(s.error_code(), Code::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("staged as mount"));
   EXPECT_TRUE(grown_.empty());
-  req.set_volume_id("unknown");
-  grpc::ClientContext ctx2;
-  EXPECT_EQ(stub_->NodeExpandVolume(&ctx2, req, &resp).error_code(), Code::NOT_FOUND);
 }
 
 // The CSI spec's order, which csi-sanity checks: a missing field is INVALID_ARGUMENT, then an

@@ -33,7 +33,11 @@ class FakeMounter : public mounter::Mounter {
                  ? absl::OkStatus()
                  : absl::FailedPreconditionError("target holds a different mount");
     }
-    table_[req.target] = Entry(req.source, req.target, req.fstype, "");
+    std::string options;
+    for (const std::string& o : req.options) {
+      options += (options.empty() ? "" : ",") + o;
+    }
+    table_[req.target] = Entry(req.source, req.target, req.fstype, options);
     ++mounts_;
     return absl::OkStatus();
   }

@@ -25,6 +25,23 @@ TEST(JoinMountOptionsTest, RejectsEmptyAndSmuggledOptions) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("noatime,suid")));
 }
 
+TEST(JoinMountOptionsTest, KeepsTheCommasOfAQuotedSelinuxContext) {
+  const std::string context = R"(context="system_u:object_r:container_file_t:s0:c15,c25")";
+  EXPECT_EQ(JoinMountOptions({"noatime", context}).value(), "noatime," + context);
+  for (const std::string bad : {R"(context="a:b:c:s0:c1,c2",suid)", R"(context=a:b:c:s0:c1,c2)",
+                                R"(context="a:b",c:s0")", R"(fscontext="a:b:c:s0:c1,c2")"}) {
+    EXPECT_FALSE(IsQuotedContextOption(bad)) << bad;
+    EXPECT_THAT(JoinMountOptions({bad}), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+}
+
+TEST(SelinuxContextTest, NamesTheContextWithoutQuotes) {
+  EXPECT_EQ(SelinuxContext({"noatime", R"(context="u:r:t:s0:c1,c2")"}), "u:r:t:s0:c1,c2");
+  EXPECT_EQ(SelinuxContext({"context=u:r:t:s0"}), "u:r:t:s0");
+  EXPECT_EQ(SelinuxContext({"noatime"}), "");
+  EXPECT_EQ(SelinuxContext({}), "");
+}
+
 TEST(BindRemountFlagsTest, MapsReadOnlyAndOptions) {
   EXPECT_EQ(BindRemountFlags(false, {}).value(), 0u);
   EXPECT_EQ(BindRemountFlags(true, {}).value(), uint64_t{MS_RDONLY});
