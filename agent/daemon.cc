@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <array>
@@ -34,6 +35,7 @@
 #include "base/task_runner.h"
 #include "base/unique_fd.h"
 #include "driver/identity_service.h"
+#include "driver/node_room.h"
 #include "driver/node_service.h"
 #include "iscsi/initiator_name.h"
 #include "iscsi/kernel_transport.h"
@@ -290,6 +292,9 @@ absl::Status AgentDaemon::StartCsiServer() {
   driver::NodeServiceOptions node_options;
   node_options.node_id = options_.node_id;
   node_options.max_volumes_per_node = options_.max_volumes_per_node;
+  node_options.userspace_default = default_transport_ == iscsi::kTransportUserspace;
+  node_options.session_memory_bytes =
+      driver::SessionMemoryBytes(options_.fuse_io_uring, static_cast<unsigned>(get_nprocs_conf()));
   node_options.replacement_timeout_seconds = options_.replacement_timeout;
   node_options.initiator_name = initiator_;
   node_options.state_dir = options_.state_dir;

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "driver/csi_validation.h"
+#include "driver/node_room.h"
 #include "driver/target_path.h"
 #include "mounter/filesystem.h"
 #include "mounter/mount_options.h"
@@ -522,7 +523,12 @@ grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
 grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*, const csi::v1::NodeGetInfoRequest*,
                                       csi::v1::NodeGetInfoResponse* resp) {
   resp->set_node_id(options_.node_id);
-  resp->set_max_volumes_per_node(options_.max_volumes_per_node);
+  NodeRoom room = options_.userspace_default
+                      ? ReadUserspaceRoom("/proc", "/sys", options_.session_memory_bytes)
+                      : NodeRoom{};
+  room.staged = static_cast<int64_t>(store_.List().size());
+  room.configured_max = options_.max_volumes_per_node;
+  resp->set_max_volumes_per_node(MaxVolumesPerNode(room));
   return grpc::Status::OK;
 }
 

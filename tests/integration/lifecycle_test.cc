@@ -143,6 +143,33 @@ TEST_F(LifecycleTest, ReadOnlyPublishRefusesWrites) {
   EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
 }
 
+// What the kubelet writes into the CSINode's allocatable count: with session processes, the
+// volumes staged plus what the memory left allows (16 MiB each); never 0 (unlimited).
+TEST_F(LifecycleTest, NodeInfoCountsTheStagedVolumesAndTheRoomLeft) {
+  auto max_volumes = [this] {
+    csi::v1::NodeGetInfoResponse info;
+    const grpc::Status s =
+        daemon_->node().NodeGetInfo(Ctx().get(), csi::v1::NodeGetInfoRequest(), &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return info.max_volumes_per_node();
+  };
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t total_kib = 0;
+  ASSERT_TRUE(meminfo >> key >> total_kib && key == "MemTotal:");
+  const int64_t most = total_kib / (16 * 1024);
+
+  const int64_t empty = max_volumes();
+  EXPECT_GT(empty, 0);
+  EXPECT_LE(empty, most);
+  AddLun();
+  ASSERT_TRUE(Stage(StageRequest("vol-i")).ok());
+  const int64_t one = max_volumes();
+  EXPECT_GE(one, 1);
+  EXPECT_LE(one, 1 + most);
+  EXPECT_EQ(Unstage("vol-i", Staging("vol-i")).error_code(), Code::OK);
+}
+
 TEST_F(LifecycleTest, StatsReportBytesInodesAndANormalCondition) {
   AddLun();
   const std::string target = root_ + "/pod1";
