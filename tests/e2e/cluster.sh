@@ -16,6 +16,7 @@
 #
 # Needs: KUBE_BIN (kubelet, kube-*, kubectl, etcd, containerd, ctr; tests/e2e/build-cluster),
 # E2E_WORK (a scratch directory on disk), and the image archives under $E2E_WORK/images.
+# KUBE_FEATURE_GATES (optional, "Gate=true,..."): feature gates of kube-apiserver and kubelet.
 
 NODE_NAME=sh-e2e
 NODE_IP=10.251.0.1
@@ -133,12 +134,13 @@ start() {
   echo $! >"$E2E_WORK/pids/$name"
 }
 
+# stop NAME [SIGNAL]: ends what `start NAME` started (SIGTERM unless told; tgtd ignores it).
 stop() {
   local pidfile=$E2E_WORK/pids/$1
   [[ -f $pidfile ]] || return 0
   local pid
   pid=$(cat "$pidfile")
-  kill "$pid" 2>/dev/null || true
+  kill "-${2:-TERM}" "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   rm -f "$pidfile"
 }
@@ -180,7 +182,8 @@ start_control_plane() {
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-account-issuer https://kubernetes.default.svc \
-    --kubelet-preferred-address-types InternalIP
+    --kubelet-preferred-address-types InternalIP \
+    ${KUBE_FEATURE_GATES:+--feature-gates "$KUBE_FEATURE_GATES"}
   wait_for 120 "kube-apiserver /readyz" kc get --raw /readyz
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig "$pki/controller-manager.kubeconfig" \
@@ -271,6 +274,13 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 syncFrequency: 5s
 EOF
+  local gate
+  if [[ -n ${KUBE_FEATURE_GATES:-} ]]; then
+    echo "featureGates:" >>"$E2E_WORK/kubelet.yaml"
+    for gate in ${KUBE_FEATURE_GATES//,/ }; do
+      echo "  ${gate%%=*}: ${gate#*=}" >>"$E2E_WORK/kubelet.yaml"
+    done
+  fi
   start kubelet "$KUBE_BIN/kubelet" --config "$E2E_WORK/kubelet.yaml" \
     --kubeconfig "$pki/kubelet.kubeconfig" --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" \
     --root-dir /var/lib/kubelet --v=2

@@ -3,7 +3,9 @@
 # under a real kubelet, kube-apiserver, scheduler and controller-manager, containerd and runc,
 # with an iSCSI target (tgtd, CHAP) on the node. See cluster.sh for where the cluster runs.
 #
-#   tests/e2e/e2e_test.sh IMAGE_ARCHIVE     (root; tests/e2e/build-cluster first)
+#   tests/e2e/e2e_test.sh IMAGE_ARCHIVE            (root; tests/e2e/build-cluster first)
+#   tests/e2e/e2e_test.sh IMAGE_ARCHIVE --oldest   the oldest Kubernetes we support
+#                                                  (tests/e2e/build-cluster --oldest first)
 #
 # Checks, in order: the kubelet registers our driver (CSINode, node id); the example
 # Secret/PV/PVC/Pod stages, publishes and takes writes; deleting the pod unpublishes and
@@ -12,8 +14,11 @@
 # as it was; a kubelet restart keeps the pod's volume mounted (same mount, no remount); a
 # SIGKILL of the volume's session process under the writer fails no write (its unit starts a
 # successor that takes over the FUSE connection); a DaemonSet image change with another build
-# of stagehand-session replaces the session process in place under the writer; the kubelet's kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives
-# them) match the file system; a raw block PVC takes writes and reads them back.
+# of stagehand-session replaces the session process in place under the writer; the kubelet's
+# kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives them) match
+# the file system; on 1.37 (CSIVolumeHealth) a target outage under the writer shows in the
+# pod's and the CSINode's status and clears when the target is back, and a failed filesystem
+# shows; a raw block PVC takes writes and reads them back.
 # The userspace transport only: this host's kernel has no iSCSI initiator (the kernel
 # transport has its own QEMU guest test, tests/kernel).
 set -euo pipefail
@@ -21,11 +26,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 if [[ ${1:-} != --inside ]]; then
-  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE}
+  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest]}
   [[ $(id -u) -eq 0 ]] || { echo "e2e: needs root" >&2; exit 1; }
-  kube_version=$(sed -n 's/^KUBE_VERSION=//p' "$here/build-cluster")
+  case ${2:-} in
+    '') kube_version=$(sed -n 's/^KUBE_VERSION=//p' "$here/build-cluster") ;;
+    --oldest) kube_version=$(sed -n 's/^OLDEST_KUBE_VERSION=//p' "$here/build-cluster") ;;
+    *) echo "usage: e2e_test.sh IMAGE_ARCHIVE [--oldest]" >&2; exit 2 ;;
+  esac
   export KUBE_BIN=${STAGEHAND_TEST_TOOLS:-$HOME/.cache/stagehand-tools}/kube-$kube_version/bin
-  [[ -x $KUBE_BIN/kubelet ]] || { echo "e2e: no $KUBE_BIN/kubelet: run tests/e2e/build-cluster" >&2; exit 1; }
+  [[ -x $KUBE_BIN/kubelet ]] ||
+    { echo "e2e: no $KUBE_BIN/kubelet: run tests/e2e/build-cluster ${2:-}" >&2; exit 1; }
+  KUBE_MINOR=$(echo "$kube_version" | cut -d. -f2)
+  export KUBE_MINOR
+  # 1.37 brought the kubelet's calls of NodeGetVolumeHealth and NodeGetStorageHealth (alpha).
+  if ((KUBE_MINOR >= 37)); then export KUBE_FEATURE_GATES=CSIVolumeHealth=true; fi
+  echo "e2e: Kubernetes $kube_version${KUBE_FEATURE_GATES:+ with $KUBE_FEATURE_GATES}" >&2
   E2E_WORK=$(mktemp -d /tmp/sh-e2e.XXXXXX)
   export E2E_WORK
   mkdir -p "$E2E_WORK/images" "$E2E_WORK/layers"
@@ -108,7 +123,7 @@ start_tgtd() {
   tgtadm --lld iscsi --mode target --op new --tid 1 --targetname "$IQN"
   local lun
   for lun in 1 2; do
-    truncate -s 256M "$E2E_WORK/lun$lun.img"
+    [[ -e $E2E_WORK/lun$lun.img ]] || truncate -s 256M "$E2E_WORK/lun$lun.img"
     tgtadm --lld iscsi --mode logicalunit --op new --tid 1 --lun "$lun" \
       --backing-store "$E2E_WORK/lun$lun.img"
   done
@@ -291,6 +306,50 @@ inodes=$(metric kubelet_volume_stats_inodes)
   die "kubelet capacity $capacity != statfs $((blocks * bsize))"
 [[ $(printf '%.0f' "$inodes") == "$files" ]] || die "kubelet inodes $inodes != statfs $files"
 log "ok: kubelet_volume_stats for pg-data: capacity $capacity bytes, $inodes inodes"
+
+# --- volume and storage health in the pod's and the CSINode's status: the kubelet (1.37,
+# CSIVolumeHealth) calls NodeGetVolumeHealth and NodeGetStorageHealth every
+# volumeStatsAggPeriod (5 s here). A target outage under the writer shows and clears; a failed
+# filesystem shows.
+if ((KUBE_MINOR >= 37)); then
+  # "Status/Reason ..." of the writer's volume, and of our driver's storage on the node.
+  pod_health() {
+    kc get pod writer -o jsonpath='{range .status.volumeHealth[?(@.name=="data")].healthConditions[*]}{.status}/{.reason}{" "}{end}'
+  }
+  node_health() {
+    kc get csinode "$NODE_NAME" -o jsonpath='{range .status.storageHealth[?(@.name=="iscsi.stagehand.dev")].healthConditions[*]}{.status}/{.reason}{" "}{end}'
+  }
+  [[ -z $(pod_health) && -z $(node_health) ]] ||
+    die "health reported before any fault: pod '$(pod_health)', CSINode '$(node_health)'"
+  t=$SECONDS
+  stop tgtd KILL
+  outage_shows() {
+    [[ $(pod_health) == *Inaccessible/SessionReconnecting* &&
+      $(node_health) == *StorageUnreachable/TargetUnreachable* ]]
+  }
+  wait_for 60 "the outage in the pod's and the CSINode's status" outage_shows
+  log "ok: target down: pod status '$(pod_health)', CSINode status '$(node_health)' ($((SECONDS - t)) s)"
+  start_tgtd
+  t=$SECONDS
+  healthy_again() { [[ -z $(pod_health) && -z $(node_health) ]]; }
+  wait_for 60 "the pod's and the CSINode's health to clear after the target returned" healthy_again
+  n5=$(lines)
+  grows5() { (($(lines) > n5)); }
+  wait_for 30 "the writer's log to grow after the outage" grows5
+  [[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
+    die "the writer's container restarted: its I/O failed during the outage"
+  ! kc logs writer | grep -q FAIL || die "the writer saw a failed write during the outage"
+  log "ok: target back: health cleared in $((SECONDS - t)) s, the writer went on without a failed write"
+
+  # An ext4 error as I/O errors cause it: with the example PV's errors=remount-ro the kernel
+  # aborts the journal (emergency_ro) and the filesystem takes no more writes.
+  device=$(awk -v m="$staging" '$5 == m {for (i = 7; $i != "-"; i++) {}; print $(i + 2)}' /proc/self/mountinfo)
+  [[ $device == /dev/loop* ]] || die "no loop device under the staging mount $staging: '$device'"
+  echo "stagehand e2e" >"/sys/fs/ext4/${device#/dev/}/trigger_fs_error"
+  fs_failed_shows() { [[ $(pod_health) == *Inaccessible/FilesystemFailed* ]]; }
+  wait_for 60 "the failed filesystem in the pod's status" fs_failed_shows
+  log "ok: failed filesystem: pod status '$(pod_health)'"
+fi
 kc delete pod writer --wait=true --timeout=120s >/dev/null
 wait_for 120 "unstage after the writer pod" nothing_left
 
