@@ -18,7 +18,7 @@ struct NodeServiceOptions {
   std::string node_id;
   int64_t max_volumes_per_node = 0;  // 0: unlimited.
   // Volumes use session processes and loop devices unless their context names the kernel
-  // transport: NodeGetInfo counts the memory and loop devices left (node_room.h).
+  // transport: NodeGetInfo counts the memory left for them (node_room.h).
   bool userspace_default = false;
   int64_t session_memory_bytes = 0;            // SessionMemoryBytes (node_room.h).
   uint32_t replacement_timeout_seconds = 120;  // Unless the volume context says otherwise.

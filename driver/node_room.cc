@@ -1,9 +1,7 @@
 #include "driver/node_room.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <string_view>
-#include <system_error>
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_split.h>
@@ -25,9 +23,6 @@ int64_t MaxVolumesPerNode(const NodeRoom& room) {
   auto limit = [&more](int64_t n) { more = std::min(more.value_or(n), std::max<int64_t>(n, 0)); };
   if (room.configured_max > 0) {
     limit(room.configured_max - room.staged);
-  }
-  if (room.free_loop_devices) {
-    limit(*room.free_loop_devices);
   }
   if (room.available_memory_bytes && room.session_memory_bytes > 0) {
     limit(*room.available_memory_bytes / room.session_memory_bytes);
@@ -59,32 +54,11 @@ std::optional<int64_t> MemAvailable(const std::string& proc) {
   return std::nullopt;
 }
 
-std::optional<int64_t> FreeLoopDevices(const std::string& sys) {
-  auto raw = ReadFileToString(sys + "/module/loop/parameters/max_loop");
-  int64_t max_loop = 0;
-  if (!raw.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*raw), &max_loop) ||
-      max_loop <= 0) {
-    return std::nullopt;
-  }
-  // A loop device with a backing file is in use; the rest exist unused or can still be added.
-  int64_t in_use = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(sys + "/block", ec)) {
-    if (entry.path().filename().string().starts_with("loop") &&
-        std::filesystem::exists(entry.path() / "loop" / "backing_file", ec)) {
-      ++in_use;
-    }
-  }
-  return max_loop - in_use;
-}
-
 }  // namespace
 
-NodeRoom ReadUserspaceRoom(const std::string& proc, const std::string& sys,
-                           int64_t session_memory_bytes) {
+NodeRoom ReadUserspaceRoom(const std::string& proc, int64_t session_memory_bytes) {
   NodeRoom room;
   room.available_memory_bytes = MemAvailable(proc);
-  room.free_loop_devices = FreeLoopDevices(sys);
   room.session_memory_bytes = session_memory_bytes;
   return room;
 }

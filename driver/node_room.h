@@ -15,10 +15,8 @@ namespace stagehand::driver {
 struct NodeRoom {
   int64_t staged = 0;          // Volumes staged (or being staged) now.
   int64_t configured_max = 0;  // --max-volumes-per-node; 0: none.
-  // Userspace transport only (the kernel transport needs neither):
-  // Loop devices not in use, of the loop module's max_loop; nullopt when max_loop is 0 (no
-  // limit: the kernel adds devices as they are asked for).
-  std::optional<int64_t> free_loop_devices = std::nullopt;
+  // Userspace transport only (the kernel transport needs no session process). Loop devices are
+  // no limit: /dev/loop-control adds them on demand whatever the loop module's max_loop says.
   // MemAvailable; nullopt when unknown.
   std::optional<int64_t> available_memory_bytes = std::nullopt;
   // What one more session process takes (locked, so never reclaimed): SessionMemoryBytes.
@@ -31,14 +29,12 @@ struct NodeRoom {
 // (one per possible CPU).
 int64_t SessionMemoryBytes(bool fuse_io_uring, unsigned cpus);
 
-// staged + the volumes the tightest limit still allows; 0 (unlimited, as CSI reads it) when
+// staged + the volumes the tighter limit still allows; 0 (unlimited, as CSI reads it) when
 // nothing limits the node.
 int64_t MaxVolumesPerNode(const NodeRoom& room);
 
 // Reads the room of a node whose volumes use session processes: MemAvailable from
-// `proc`/meminfo, max_loop from `sys`/module/loop/parameters/max_loop and the loop devices in use
-// in `sys`/block. Unreadable sources leave their limit unset.
-NodeRoom ReadUserspaceRoom(const std::string& proc, const std::string& sys,
-                           int64_t session_memory_bytes);
+// `proc`/meminfo (left unset when unreadable).
+NodeRoom ReadUserspaceRoom(const std::string& proc, int64_t session_memory_bytes);
 
 }  // namespace stagehand::driver

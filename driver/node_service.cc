@@ -524,7 +524,7 @@ grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*, const csi::v1::NodeG
                                       csi::v1::NodeGetInfoResponse* resp) {
   resp->set_node_id(options_.node_id);
   NodeRoom room = options_.userspace_default
-                      ? ReadUserspaceRoom("/proc", "/sys", options_.session_memory_bytes)
+                      ? ReadUserspaceRoom("/proc", options_.session_memory_bytes)
                       : NodeRoom{};
   room.staged = static_cast<int64_t>(store_.List().size());
   room.configured_max = options_.max_volumes_per_node;

@@ -20,8 +20,6 @@ TEST(NodeRoomTest, NothingLimitsTheNodeReadsAsUnlimited) {
 TEST(NodeRoomTest, StagedPlusWhatTheTightestLimitAllows) {
   NodeRoom room{.staged = 3, .configured_max = 10};
   EXPECT_EQ(MaxVolumesPerNode(room), 10);
-  room.free_loop_devices = 4;
-  EXPECT_EQ(MaxVolumesPerNode(room), 7);
   room.available_memory_bytes = 200 * kMiB;
   room.session_memory_bytes = 64 * kMiB;
   EXPECT_EQ(MaxVolumesPerNode(room), 6) << "3 staged + 3 sessions' worth of memory";
@@ -45,32 +43,24 @@ TEST(NodeRoomTest, ASessionWithFuseOverIoUringLocksItsRingBuffersPerCpu) {
   EXPECT_EQ(SessionMemoryBytes(true, 2), 16 * kMiB + 2 * 4 * kMiB);
 }
 
-TEST(NodeRoomTest, ReadsMemAvailableAndLoopDevicesInUse) {
+TEST(NodeRoomTest, ReadsMemAvailable) {
   testing::TempDir dir;
-  const std::string proc = dir.path() + "/proc";
-  const std::string sys = dir.path() + "/sys";
-  Write(proc + "/meminfo",
+  Write(dir.path() + "/meminfo",
         "MemTotal:       24000000 kB\nMemFree:         1000000 kB\n"
         "MemAvailable:    2097152 kB\n");
-  Write(sys + "/module/loop/parameters/max_loop", "8\n");
-  Write(sys + "/block/loop0/loop/backing_file", "/lun\n");
-  Write(sys + "/block/loop1/loop/backing_file", "/other\n");
-  std::filesystem::create_directories(sys + "/block/loop2");  // Exists, unused.
-  std::filesystem::create_directories(sys + "/block/sda");
 
-  const NodeRoom room = ReadUserspaceRoom(proc, sys, 16 * kMiB);
+  const NodeRoom room = ReadUserspaceRoom(dir.path(), 16 * kMiB);
 
   EXPECT_EQ(room.available_memory_bytes, int64_t{2097152} * 1024);
-  EXPECT_EQ(room.free_loop_devices, 6);
   EXPECT_EQ(room.session_memory_bytes, 16 * kMiB);
+  EXPECT_EQ(MaxVolumesPerNode(room), 128);
 }
 
-TEST(NodeRoomTest, NoLoopLimitAndNoMeminfoLeaveThoseLimitsUnset) {
+TEST(NodeRoomTest, NoMeminfoLeavesTheMemoryLimitUnset) {
   testing::TempDir dir;
-  Write(dir.path() + "/sys/module/loop/parameters/max_loop", "0\n");
-  const NodeRoom room = ReadUserspaceRoom(dir.path() + "/proc", dir.path() + "/sys", 16 * kMiB);
-  EXPECT_FALSE(room.free_loop_devices.has_value());
+  const NodeRoom room = ReadUserspaceRoom(dir.path() + "/none", 16 * kMiB);
   EXPECT_FALSE(room.available_memory_bytes.has_value());
+  EXPECT_EQ(MaxVolumesPerNode(room), 0);
 }
 
 }  // namespace

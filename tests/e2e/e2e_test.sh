@@ -146,6 +146,12 @@ csinode_driver() {
 }
 wait_for 60 "CSINode $NODE_NAME lists iscsi.stagehand.dev with node id $NODE_NAME" csinode_driver
 log "ok: DaemonSet ready and registered with the kubelet in $((SECONDS - t)) s"
+# NodeGetInfo's max_volumes_per_node: what the node's memory lets it hold (16 MiB a session).
+allocatable=$(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].allocatable.count}')
+mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+[[ $allocatable =~ ^[0-9]+$ ]] && ((allocatable >= 1 && allocatable <= mem_kib / 16384)) ||
+  die "CSINode allocatable count '$allocatable' is not what this node's memory allows"
+log "ok: CSINode allocatable count $allocatable"
 # The node has no initiator name of its own and the image none: stagehand made one for this node.
 grep -q '^InitiatorName=iqn\.' /var/lib/stagehand/initiatorname || die "no per-node initiator name generated"
 log "ok: initiator name generated for this node: $(cut -d= -f2 /var/lib/stagehand/initiatorname)"
