@@ -212,6 +212,38 @@ std::string MountSource(const std::string& target) {
   return source;
 }
 
+// The kubelet's SELinux mount option (a CSIDriver with seLinuxMount): quoted, with the commas
+// of its MLS level. libmount drops it where SELinux is disabled (this host), so the mount works;
+// a publish that names another context is refused, one with the staged context is bound.
+TEST_F(LifecycleTest, TheKubeletsQuotedSelinuxContextMountsAndOnlyThatContextPublishes) {
+  AddLun();
+  const std::string context = R"(context="system_u:object_r:container_file_t:s0:c15,c25")";
+  auto stage = StageRequest("vol-z");
+  stage.mutable_volume_capability()->mutable_mount()->add_mount_flags(context);
+  ASSERT_TRUE(Stage(stage).ok());
+
+  const std::string target = root_ + "/pod-z";
+  auto other = PublishRequest("vol-z", target);
+  other.mutable_volume_capability()->mutable_mount()->add_mount_flags(
+      R"(context="system_u:object_r:container_file_t:s0:c1,c2")");
+  const grpc::Status refused = Publish(other);
+  EXPECT_EQ(refused.error_code(), Code::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("one context"));
+  EXPECT_TRUE(MountSource(target).empty()) << "nothing may be mounted for a refused publish";
+
+  auto same = PublishRequest("vol-z", target);
+  same.mutable_volume_capability()->mutable_mount()->add_mount_flags(context);
+  ASSERT_TRUE(Publish(same).ok());
+  { std::ofstream(target + "/proof") << "selinux\n"; }
+  {
+    std::ifstream back(Staging("vol-z") + "/proof");
+    std::string line;
+    EXPECT_TRUE(std::getline(back, line) && line == "selinux");
+  }
+  EXPECT_TRUE(Unpublish("vol-z", target).ok());
+  EXPECT_TRUE(Unstage("vol-z", Staging("vol-z")).ok());
+}
+
 TEST_F(LifecycleTest, AFailedFilesystemIsAbnormalUntilItIsStagedAgain) {
   AddLun();
   const std::string target = root_ + "/pod1";
