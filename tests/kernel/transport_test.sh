@@ -28,7 +28,8 @@
 # line "STAGEHAND-HOST-REQUEST grow-lun <lun> <MiB>", see run_transport.sh); NodeExpandVolume
 # must pick the new size up (the disk, or the map and both paths), grow ext4 online, keep the
 # data and find the LUN's identity unchanged (VPD pages 0x80 and 0x83 byte for byte). Asking for
-# more than the LUN has is OUT_OF_RANGE and changes nothing.
+# more than the LUN has is FAILED_PRECONDITION (the kubelet retries it; OUT_OF_RANGE would mark
+# the resize infeasible) and changes nothing.
 # Each check prints "transport: ok <what> (<seconds>s)"; the last line is a summary.
 set -euo pipefail
 if [[ ${SH_TRACE:-0} == 1 ]]; then
@@ -464,10 +465,11 @@ rc=0
 err=$(ctl node expand --volume-id v1 --path "$stage_dir/v1" --capacity-bytes "$want" 2>&1) ||
   rc=$?
 [[ $rc != 0 ]] || fail "expand v1 to $want bytes succeeded before the target grew the LUN: $err"
-grep -q OUT_OF_RANGE <<<"$err" || fail "expand v1 beyond the LUN: not OUT_OF_RANGE: $err"
+grep -q FAILED_PRECONDITION <<<"$err" ||
+  fail "expand v1 beyond the LUN: not FAILED_PRECONDITION (retried by the kubelet): $err"
 [[ $(disk_bytes "$sd") == "$old_bytes" && $(fs_kib "$stage_dir/v1") == "$kib_before" ]] ||
   fail "the failed expand changed the disk or the filesystem"
-ok "expand v1 to 320 MiB before the target grew the LUN: OUT_OF_RANGE, nothing changed"
+ok "expand v1 to 320 MiB before the target grew the LUN: FAILED_PRECONDITION, nothing changed"
 
 grow_lun 320 "$stage_dir/v1" "$sd" ||
   fail "the target does not report 320 MiB for /dev/$sd 40 s after asking the host to grow it"
