@@ -114,6 +114,10 @@ TEST(DeployTest, CsiDriverNeedsNoAttachAndIsPersistent) {
   EXPECT_FALSE(spec["podInfoOnMount"].as<bool>());
   EXPECT_THAT(Strings(spec["volumeLifecycleModes"]), Contains("Persistent"));
   EXPECT_EQ(spec["fsGroupPolicy"].as<std::string>(), "File");
+  // The kubelet passes the pod's SELinux context as a mount option, and asks NodeGetInfo again
+  // (the API server refuses a period under 10 s).
+  EXPECT_TRUE(spec["seLinuxMount"].as<bool>());
+  EXPECT_GE(spec["nodeAllocatableUpdatePeriodSeconds"].as<int>(), 10);
 }
 
 class DaemonSetTest : public ::testing::Test {
@@ -255,8 +259,9 @@ TEST_F(DaemonSetTest, MountsHostPathsTheAgentNeeds) {
       // The bus's directory, not its socket file: that would name a dead socket once the
       // host's bus restarts.
       {"/run/dbus", "Directory"},
-      {"/etc/iscsi", "DirectoryOrCreate"},  // Kernel transport: node records.
-      {"/run/udev", ""},                    // ... and udev's device database.
+      {"/etc/iscsi", "DirectoryOrCreate"},      // Kernel transport: node records,
+      {"/etc/multipath", "DirectoryOrCreate"},  // the WWIDs multipathd builds maps for,
+      {"/run/udev", ""},                        // and udev's device database.
   };
 
   for (const Want& want : wants) {

@@ -52,7 +52,7 @@ setup_host() {
   chmod 0700 /run/user/0
   local d
   for d in /var/lib/kubelet /var/lib/stagehand /var/lib/containerd /var/log/pods \
-    /var/log/containers /etc/iscsi; do
+    /var/log/containers /etc/iscsi /etc/multipath; do
     mkdir -p "$d" "$E2E_WORK/root$d"
     mount --bind "$E2E_WORK/root$d" "$d"
   done

@@ -59,9 +59,12 @@ if [[ ${1:-} != --inside ]]; then
   # The same image with another build of stagehand-session, for the upgrade in place.
   "$here/next-image" "$E2E_WORK/images/stagehand.tar" "$E2E_WORK/images/stagehand-next.tar" \
     >"$E2E_WORK/next-build"
-  # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none.
+  # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none. The test
+  # mounts its own /etc/multipath over the host's, which may not exist either.
   made_modules=0
   [[ -e /lib/modules ]] || made_modules=1
+  made_multipath=0
+  [[ -e /etc/multipath ]] || made_multipath=1
   losetup --list --noheadings --output NAME | sort >"$E2E_WORK/loops.before"
   rc=0
   # PID 1 of the new PID namespace is the test itself: when it exits, the kernel ends every
@@ -82,6 +85,7 @@ if [[ ${1:-} != --inside ]]; then
   fi
   rm -rf "$E2E_WORK"
   ((made_modules == 0)) || rmdir /lib/modules 2>/dev/null || true
+  ((made_multipath == 0)) || rmdir /etc/multipath 2>/dev/null || true
   exit "$rc"
 fi
 

@@ -16,6 +16,9 @@
 #                          in the guest works: bash, busybox sh)
 #   --append "k=v ..."     extra kernel parameters; sh.NAME=VALUE reaches the test as SH_NAME=VALUE
 #   --multipathd           start multipathd in the guest before the test
+#   --drive FILE           attach FILE (a raw disk image) as a virtio disk, /dev/vda, /dev/vdb, ...
+#                          in order (repeatable; copy-on-write: the guest's writes are discarded;
+#                          loads virtio_blk)
 #   --module NAME          load an extra kernel module at boot (with its dependencies; repeatable)
 #   --no-strip             copy ELF includes as they are (default: without debug info)
 #   --timeout SECS         outer timeout for QEMU (default 180)
@@ -63,6 +66,7 @@ cache=${STAGEHAND_GUEST_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/stagehan
 kernel_pkg=linux-image-cloud-amd64
 includes=()
 extra_modules=()
+drives=()
 test_script=""
 append=""
 timeout_s=180
@@ -141,6 +145,7 @@ while [[ $# -gt 0 ]]; do
     --test) test_script=$2 && shift 2 ;;
     --append) append="${append:+$append }$2" && shift 2 ;;
     --multipathd) multipathd=1 && shift ;;
+    --drive) drives+=("$(abspath "$2")") && extra_modules+=(virtio_blk) && shift 2 ;;
     --module) extra_modules+=("$2") && shift 2 ;;
     --no-strip) strip=0 && shift ;;
     --timeout) timeout_s=$2 && shift 2 ;;
@@ -160,6 +165,9 @@ if [[ $cmd == run ]]; then
 fi
 for p in "${includes[@]}"; do
   [[ -e $p ]] || die "--include: no such file or directory: $p"
+done
+for p in "${drives[@]}"; do
+  [[ -f $p ]] || die "--drive: no such file: $p"
 done
 
 mkdir -p "$cache"
@@ -618,12 +626,16 @@ mkfifo "$work/console"
 cmdline="console=ttyS0 quiet panic=-1 no_timer_check guest.multipathd=$multipathd${append:+ $append}"
 log "booting $kver (TCG, 1 vCPU, ${memory} MiB): $cmdline"
 qemu_start_us=$(now_us)
+drive_args=()
+for p in "${drives[@]}"; do
+  drive_args+=(-drive "file=$p,format=raw,if=virtio,snapshot=on")
+done
 # TCG, never KVM: /dev/kvm may exist on CI machines without being able to run a guest.
 timeout -k 5 "$timeout_s" qemu-system-x86_64 \
   -accel tcg -cpu max -smp 1 -m "$memory" \
   -nodefaults -no-user-config -display none -monitor none -serial stdio -no-reboot \
   -kernel "$vmlinuz" -initrd "$work/initrd" -append "$cmdline" \
-  -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= \
+  -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= "${drive_args[@]}" \
   </dev/null >"$work/console" 2>&1 &
 qemu_pid=$!
 
