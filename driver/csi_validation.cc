@@ -49,13 +49,10 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
     int contexts = 0;
     for (const auto& flag : mount.mount_flags()) {
       // A quoted SELinux context keeps its commas (the kubelet's `context="...:s0:c1,c2"`).
-      const bool quoted_context = mounter::IsQuotedContextOption(flag);
-      if (flag.empty() || (absl::StrContains(flag, ',') && !quoted_context) || flag == "bind" ||
-          flag == "rbind" || flag == "remount" || flag == "move") {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "mount flag '", flag,
-            "' is not allowed; give one option per entry (a comma only inside a quoted "
-            "context=\"...\") and no bind/remount/move"));
+      SH_RETURN_IF_ERROR(mounter::CheckMountOption(flag));
+      if (flag == "bind" || flag == "rbind" || flag == "remount" || flag == "move") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mount flag '", flag, "' is not allowed: no bind/remount/move"));
       }
       if (flag.starts_with("context=") && ++contexts > 1) {
         return absl::InvalidArgumentError(

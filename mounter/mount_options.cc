@@ -3,9 +3,11 @@
 #include <sys/mount.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
+#include <absl/strings/escaping.h>
 #include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
@@ -52,11 +54,25 @@ std::string SelinuxContext(const std::vector<std::string>& options) {
   return "";
 }
 
+absl::Status CheckMountOption(std::string_view option) {
+  const bool control = std::any_of(option.begin(), option.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\';
+  });
+  const bool separators =
+      option.find_first_of(",\"") != std::string_view::npos && !IsQuotedContextOption(option);
+  if (option.empty() || control || separators) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malformed mount option '",
+        absl::CHexEscape(absl::string_view(option.data(), option.size())),
+        "': one option per entry, no control characters or backslashes, and a comma or a quote "
+        "only in a quoted context=\"...\""));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> JoinMountOptions(const std::vector<std::string>& options) {
   for (const std::string& o : options) {
-    if (o.empty() || (absl::StrContains(o, ',') && !IsQuotedContextOption(o))) {
-      return absl::InvalidArgumentError(absl::StrCat("malformed mount option '", o, "'"));
-    }
+    SH_RETURN_IF_ERROR(CheckMountOption(o));
   }
   return absl::StrJoin(options, ",");
 }

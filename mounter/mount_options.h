@@ -11,9 +11,15 @@
 
 namespace stagehand::mounter {
 
-// Joins `options` with ',' for libmount.
-// InvalidArgument: an option is empty or contains ',' (it would smuggle in further options),
-// except inside the quotes of a quoted SELinux context option (IsQuotedContextOption).
+// One mount option that cannot change what the options around it mean once they are joined:
+// not empty, no control character (NUL would cut the string), no backslash, and no ',' or '"'
+// except in the one form that needs them, a quoted SELinux context (IsQuotedContextOption).
+// libmount splits on commas outside double quotes and keeps one quote state across the whole
+// string: a stray quote in one option would hide the commas of the next ones.
+// InvalidArgument naming the option otherwise.
+absl::Status CheckMountOption(std::string_view option);
+
+// Joins `options` with ',' for libmount. InvalidArgument: an option fails CheckMountOption.
 absl::StatusOr<std::string> JoinMountOptions(const std::vector<std::string>& options);
 
 // The kubelet's SELinux mount option: `context="user:role:type:level"`, quoted because an MLS

@@ -76,6 +76,13 @@ TEST(CsiValidationTest, MountFlagsTakeOneQuotedSelinuxContext) {
   auto smuggled = Mount("ext4", AccessMode::SINGLE_NODE_WRITER);
   smuggled.mutable_mount()->add_mount_flags(R"(context="u:r:t:s0:c1,c2",suid)");
   EXPECT_THAT(ParseCapability(smuggled), StatusIs(absl::StatusCode::kInvalidArgument));
+  // A stray quote would make libmount read the next flag's commas as part of one option.
+  auto quote = Mount("ext4", AccessMode::SINGLE_NODE_READER_ONLY);
+  quote.mutable_mount()->add_mount_flags("x\"");
+  EXPECT_THAT(ParseCapability(quote), StatusIs(absl::StatusCode::kInvalidArgument));
+  quote.mutable_mount()->clear_mount_flags();
+  quote.mutable_mount()->add_mount_flags(R"(context="a,bind,b")");
+  EXPECT_THAT(ParseCapability(quote), IsOk()) << "a quoted context alone is one option";
 }
 
 TEST(CsiValidationTest, BlockAllowsMultiNodeWriters) {

@@ -35,6 +35,21 @@ TEST(JoinMountOptionsTest, KeepsTheCommasOfAQuotedSelinuxContext) {
   }
 }
 
+// libmount keeps one quote state across the joined string: a stray quote in one option would
+// hide the commas after it (and an unclosed one drops the rest, such as a reader's "ro").
+TEST(JoinMountOptionsTest, NoOptionCanHideTheCommasOfAnother) {
+  const std::string context = R"(context="a:b:c:s0:c1,c2")";
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"x\"", R"(context="a,bind,b")"},
+        std::vector<std::string>{"x\"", "ro", "noload"}, std::vector<std::string>{"a\\", context},
+        std::vector<std::string>{std::string("ro\0,suid", 9)},
+        std::vector<std::string>{"noatime\n"}, std::vector<std::string>{R"(context="a"b")"}}) {
+    EXPECT_THAT(JoinMountOptions(bad), StatusIs(absl::StatusCode::kInvalidArgument))
+        << ::testing::PrintToString(bad);
+  }
+  EXPECT_THAT(CheckMountOption(context), ::stagehand::testing::IsOk());
+}
+
 TEST(SelinuxContextTest, NamesTheContextWithoutQuotes) {
   EXPECT_EQ(SelinuxContext({"noatime", R"(context="u:r:t:s0:c1,c2")"}), "u:r:t:s0:c1,c2");
   EXPECT_EQ(SelinuxContext({"context=u:r:t:s0"}), "u:r:t:s0");
