@@ -1,7 +1,6 @@
 #include "driver/node_room.h"
 
 #include <algorithm>
-#include <string_view>
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_split.h>
@@ -20,7 +19,10 @@ int64_t SessionMemoryBytes(bool fuse_io_uring, unsigned cpus) {
 
 int64_t MaxVolumesPerNode(const NodeRoom& room) {
   std::optional<int64_t> more;
-  auto limit = [&more](int64_t n) { more = std::min(more.value_or(n), std::max<int64_t>(n, 0)); };
+  auto limit = [&more](int64_t n) {
+    n = std::max<int64_t>(n, 0);
+    more = more ? std::min(*more, n) : n;
+  };
   if (room.configured_max > 0) {
     limit(room.configured_max - room.staged);
   }

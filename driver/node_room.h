@@ -15,8 +15,8 @@ namespace stagehand::driver {
 struct NodeRoom {
   int64_t staged = 0;          // Volumes staged (or being staged) now.
   int64_t configured_max = 0;  // --max-volumes-per-node; 0: none.
-  // Userspace transport only (the kernel transport needs no session process). Loop devices are
-  // no limit: /dev/loop-control adds them on demand whatever the loop module's max_loop says.
+  // Userspace transport only (the kernel transport needs no session process); loop devices are
+  // no limit there: /dev/loop-control adds them on demand whatever the loop module's max_loop.
   // MemAvailable; nullopt when unknown.
   std::optional<int64_t> available_memory_bytes = std::nullopt;
   // What one more session process takes (locked, so never reclaimed): SessionMemoryBytes.
@@ -25,8 +25,8 @@ struct NodeRoom {
 
 // What one session process locks: its code, data and preallocated I/O buffers (14.3 MiB
 // measured in VmLck of a classic session serving a pod's ext4 volume), and with FUSE over
-// io_uring its ring entries' buffers: 16 entries of 256 KiB for each of the kernel's queues
-// (one per possible CPU).
+// io_uring its ring entries' buffers: 16 entries of 256 KiB for each of the kernel's queues (one
+// per CPU; `cpus` is what the session's ring sizes itself by, get_nprocs_conf()).
 int64_t SessionMemoryBytes(bool fuse_io_uring, unsigned cpus);
 
 // staged + the volumes the tighter limit still allows; 0 (unlimited, as CSI reads it) when

@@ -390,6 +390,20 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
 // INVALID_ARGUMENT, OUT_OF_RANGE and NOT_FOUND mark the resize infeasible, so the user can go
 // back to a smaller size; every other code is retried. A LUN the target has not grown yet, a
 // session or path that is down, a busy volume are therefore never one of those three.
+namespace {
+
+// A failure of the LUN's refresh or the filesystem's growth is not the request's fault: whatever
+// errno it came from (ENOENT of a status file, ESRCH of a session, EINVAL of an ioctl), the
+// kubelet must retry it.
+absl::Status Retryable(absl::Status s) {
+  if (absl::IsNotFound(s) || absl::IsInvalidArgument(s) || absl::IsOutOfRange(s)) {
+    return absl::UnavailableError(s.message());
+  }
+  return s;
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeRequest& req) {
   if (req.volume_id().empty()) {
     return absl::InvalidArgumentError("volume_id is required");
@@ -409,10 +423,14 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
     return VolumeLocks::BusyError(req.volume_id());
   }
   SH_ASSIGN_OR_RETURN(auto existing, store_.Load(req.volume_id()));
-  if (!existing.has_value() || existing->phase != Phase::kStaged) {
+  if (!existing.has_value()) {
     return absl::NotFoundError(absl::StrCat("volume '", req.volume_id(), "' is not staged here"));
   }
   StagedVolume& rec = *existing;
+  if (rec.phase != Phase::kStaged) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", req.volume_id(), "' is ", DescribeStage(rec), "; expand it once it is staged"));
+  }
   const bool known =
       rec.staging_path == req.volume_path() || rec.FindPublication(req.volume_path()) != nullptr;
   if (!known || !PathExists(req.volume_path())) {
@@ -429,7 +447,11 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
     }
   }
   // The target grows the LUN; we pick the new size up, then grow the filesystem online.
-  SH_ASSIGN_OR_RETURN(uint64_t bytes, deps_.transport.RefreshCapacity(rec.session));
+  auto refreshed = deps_.transport.RefreshCapacity(rec.session);
+  if (!refreshed.ok()) {
+    return Retryable(refreshed.status());
+  }
+  const uint64_t bytes = *refreshed;
   if (required > 0 && static_cast<int64_t>(bytes) < required) {
     // Not infeasible: the target may grow the LUN a moment later (the kubelet retries).
     return absl::FailedPreconditionError(
@@ -444,8 +466,8 @@ absl::StatusOr<int64_t> NodeService::Expand(const csi::v1::NodeExpandVolumeReque
   }
   if (!rec.capability.block) {
     SH_RETURN_IF_ERROR(
-        WithContext(deps_.grow(rec.Device(), rec.staging_path, rec.capability.fs_type),
-                    absl::StrCat("grow the ", rec.capability.fs_type, " filesystem")));
+        Retryable(WithContext(deps_.grow(rec.Device(), rec.staging_path, rec.capability.fs_type),
+                              absl::StrCat("grow the ", rec.capability.fs_type, " filesystem"))));
   }
   rec.capacity_bytes = bytes;
   SH_RETURN_IF_ERROR(WithContext(store_.Save(rec), "persist volume record"));

@@ -25,6 +25,13 @@ TEST(NodeRoomTest, StagedPlusWhatTheTightestLimitAllows) {
   EXPECT_EQ(MaxVolumesPerNode(room), 6) << "3 staged + 3 sessions' worth of memory";
 }
 
+TEST(NodeRoomTest, AnExceededLimitStillWinsOverALooserOne) {
+  NodeRoom room{.staged = 5, .configured_max = 4};
+  room.available_memory_bytes = 1024 * kMiB;
+  room.session_memory_bytes = 16 * kMiB;
+  EXPECT_EQ(MaxVolumesPerNode(room), 5) << "no room left by the configured maximum";
+}
+
 TEST(NodeRoomTest, AFullNodeReportsWhatItHasAndNeverZero) {
   EXPECT_EQ(MaxVolumesPerNode(NodeRoom{.staged = 5, .configured_max = 4}), 5);
   EXPECT_EQ(MaxVolumesPerNode(NodeRoom{

@@ -356,6 +356,10 @@ TEST_F(NodeServiceTest, ExpandCodesTellTheKubeletWhatToRetry) {
   EXPECT_EQ(expand(0, 4096).error_code(), Code::OUT_OF_RANGE);
   EXPECT_EQ(expand(8192, 4096).error_code(), Code::INVALID_ARGUMENT);
   EXPECT_EQ(expand(4096, 0, "unknown").error_code(), Code::NOT_FOUND);
+  // A refresh that fails with an errno absl calls NOT_FOUND (a session's status file gone):
+  // the request is fine, the kubelet must retry.
+  transport_.FailNextRefresh(absl::NotFoundError("open status: No such file or directory"));
+  EXPECT_EQ(expand(4096, 0).error_code(), Code::UNAVAILABLE);
   EXPECT_TRUE(grown_.empty());
 }
 

@@ -62,6 +62,9 @@ class FakeTransport : public iscsi::Transport {
     if (attached_.count(session.loop_device()) == 0) {
       return absl::UnavailableError("iSCSI session process is not running");
     }
+    if (!next_refresh_error_.ok()) {
+      return std::exchange(next_refresh_error_, absl::OkStatus());
+    }
     return capacity_bytes_;
   }
 
@@ -74,6 +77,8 @@ class FakeTransport : public iscsi::Transport {
   }
 
   void FailNextAttach(absl::Status s) { next_error_ = std::move(s); }
+
+  void FailNextRefresh(absl::Status s) { next_refresh_error_ = std::move(s); }
 
   void SetIdentity(iscsi::LunIdentity id) {
     identity_ = std::move(id);
@@ -94,6 +99,7 @@ class FakeTransport : public iscsi::Transport {
 
  private:
   absl::Status next_error_;
+  absl::Status next_refresh_error_;
   iscsi::LunIdentity identity_;
   bool identity_set_ = false;
   std::function<void()> after_vet_;
