@@ -151,7 +151,8 @@ csinode_driver() {
 wait_for 60 "CSINode $NODE_NAME lists iscsi.stagehand.dev with node id $NODE_NAME" csinode_driver
 log "ok: DaemonSet ready and registered with the kubelet in $((SECONDS - t)) s"
 # NodeGetInfo's max_volumes_per_node: what the node's memory lets it hold (16 MiB a session).
-allocatable=$(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].allocatable.count}')
+allocatable=$(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].allocatable.count}') ||
+  die "read the CSINode's allocatable count"
 mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 [[ $allocatable =~ ^[0-9]+$ ]] && ((allocatable >= 1 && allocatable <= mem_kib / 16384)) ||
   die "CSINode allocatable count '$allocatable' is not what this node's memory allows"
@@ -329,8 +330,12 @@ if ((KUBE_MINOR >= 37)); then
   node_health() {
     kc get csinode "$NODE_NAME" -o jsonpath='{range .status.storageHealth[?(@.name=="iscsi.stagehand.dev")].healthConditions[*]}{.status}/{.reason}{" "}{end}'
   }
-  [[ -z $(pod_health) && -z $(node_health) ]] ||
-    die "health reported before any fault: pod '$(pod_health)', CSINode '$(node_health)'"
+  # Healthy: both lists empty, and both read (a failed kubectl is not "healthy").
+  healthy_now() {
+    local p n
+    p=$(pod_health) && n=$(node_health) && [[ -z $p && -z $n ]]
+  }
+  healthy_now || die "health reported before any fault: pod '$(pod_health)', CSINode '$(node_health)'"
   t=$SECONDS
   stop tgtd KILL
   outage_shows() {
@@ -341,8 +346,7 @@ if ((KUBE_MINOR >= 37)); then
   log "ok: target down: pod status '$(pod_health)', CSINode status '$(node_health)' ($((SECONDS - t)) s)"
   start_tgtd
   t=$SECONDS
-  healthy_again() { [[ -z $(pod_health) && -z $(node_health) ]]; }
-  wait_for 60 "the pod's and the CSINode's health to clear after the target returned" healthy_again
+  wait_for 60 "the pod's and the CSINode's health to clear after the target returned" healthy_now
   n5=$(lines)
   grows5() { (($(lines) > n5)); }
   wait_for 30 "the writer's log to grow after the outage" grows5

@@ -14,8 +14,9 @@
 #     the staging mount's superblock has that context, and so has every file on it (its
 #     security.selinux attribute);
 #  2. publish with the same context: the bind shows the same context on its files;
-#  3. publish at another path with another context (s0:c1,c2): FAILED_PRECONDITION, nothing
-#     mounted there, the first publish and the staging untouched;
+#  3. publish at another path with another context (s0:c1,c2), or with none (a pod that opted
+#     out of mount labelling): FAILED_PRECONDITION, nothing mounted there, the first publish
+#     and the staging untouched;
 #  4. unpublish and unstage: no session, disk or mount left; stagehand stops on SIGTERM.
 # Each check prints "selinux: ok <what>"; the last line is a summary.
 set -euo pipefail
@@ -132,6 +133,12 @@ grep -q "one context" <<<"$out" || fail "the refusal does not say why: $out"
 ! grep -qE " $pub2 " /proc/self/mountinfo || fail "something is mounted at $pub2"
 [[ $(label "$pub/file") == "$context" && $(<"$pub/file") == data ]] || fail "the first publish changed"
 ok "publish with context $other: FAILED_PRECONDITION ('one context'), nothing mounted"
+rc=0
+out=$(ctl node publish --volume-id v1 --staging-path "$stage" --target-path "$pub2") || rc=$?
+[[ $rc != 0 ]] && grep -q FAILED_PRECONDITION <<<"$out" ||
+  fail "a publish without a context of a volume staged with one: status $rc: $out"
+! grep -qE " $pub2 " /proc/self/mountinfo || fail "something is mounted at $pub2"
+ok "publish without a context: FAILED_PRECONDITION, nothing mounted"
 
 # --- 4. unpublish, unstage, nothing left ----------------------------------------------------
 ctl node unpublish --volume-id v1 --target-path "$pub" >/dev/null || fail "unpublish v1"
