@@ -36,7 +36,7 @@ bool IsQuotedContextOption(std::string_view option) {
     return false;
   }
   const std::string_view value = option.substr(kPrefix.size(), option.size() - kPrefix.size() - 1);
-  return value.find('"') == std::string_view::npos;
+  return std::ranges::none_of(value, [](char c) { return c == '"'; });
 }
 
 std::string SelinuxContext(const std::vector<std::string>& options) {

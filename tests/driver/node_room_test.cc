@@ -47,7 +47,7 @@ void Write(const std::string& path, const std::string& content) {
 
 TEST(NodeRoomTest, ASessionWithFuseOverIoUringLocksItsRingBuffersPerCpu) {
   EXPECT_EQ(SessionMemoryBytes(false, 64), 16 * kMiB);
-  EXPECT_EQ(SessionMemoryBytes(true, 2), 16 * kMiB + 2 * 4 * kMiB);
+  EXPECT_EQ(SessionMemoryBytes(true, 2), 16 * kMiB + 8 * kMiB);
 }
 
 TEST(NodeRoomTest, ReadsMemAvailable) {

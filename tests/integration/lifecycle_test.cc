@@ -157,7 +157,7 @@ TEST_F(LifecycleTest, NodeInfoCountsTheStagedVolumesAndTheRoomLeft) {
   std::string key;
   int64_t total_kib = 0;
   ASSERT_TRUE(meminfo >> key >> total_kib && key == "MemTotal:");
-  const int64_t most = total_kib / (16 * 1024);
+  const int64_t most = total_kib / 16384;
 
   const int64_t empty = max_volumes();
   EXPECT_GT(empty, 0);

@@ -42,7 +42,7 @@ TEST(JoinMountOptionsTest, NoOptionCanHideTheCommasOfAnother) {
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"x\"", R"(context="a,bind,b")"},
         std::vector<std::string>{"x\"", "ro", "noload"}, std::vector<std::string>{"a\\", context},
-        std::vector<std::string>{std::string("ro\0,suid", 9)},
+        std::vector<std::string>{std::string("ro\0,suid", 8)},
         std::vector<std::string>{"noatime\n"}, std::vector<std::string>{R"(context="a"b")"}}) {
     EXPECT_THAT(JoinMountOptions(bad), StatusIs(absl::StatusCode::kInvalidArgument))
         << ::testing::PrintToString(bad);
