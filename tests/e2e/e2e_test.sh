@@ -79,6 +79,13 @@ if [[ ${1:-} != --inside ]]; then
     echo "e2e: FAILED: loop devices left attached" >&2
     rc=1
   fi
+  # A run that failed with a volume staged leaves its loop device behind: the session processes
+  # died with the namespaces, the kubelet never unstaged. Detach those this run attached over a
+  # session's FUSE file (shown as "/lun"; its server is gone, nothing can use it).
+  while IFS= read -r loop; do
+    [[ $(cat "/sys/block/${loop#/dev/}/loop/backing_file" 2>/dev/null) == /lun ]] || continue
+    losetup -d "$loop" 2>/dev/null && echo "e2e: detached $loop" >&2
+  done < <(comm -13 "$E2E_WORK/loops.before" "$E2E_WORK/loops.after")
   if ((rc != 0)); then
     echo "e2e: logs kept in $E2E_WORK/logs" >&2
     mkdir -p /tmp/sh-e2e-logs && cp -r "$E2E_WORK/logs" "/tmp/sh-e2e-logs/$(basename "$E2E_WORK")"
