@@ -236,6 +236,17 @@ writer='i=0; while true; do echo $i >> /data/log && sync /data/log || { echo FAI
 pod writer "$writer" | kc apply -f - >/dev/null
 wait_for 180 "pod writer Running" pod_running writer
 lines() { kc exec writer -- wc -l /data/log | awk '{print $1}'; }
+# writer_went_on WHEN: the writer's log grows again and no write of it failed (its container
+# never restarted, no FAIL in its log); WHEN ("during the rollout") ends each message.
+writer_went_on() {
+  local before
+  before=$(lines)
+  grown() { (($(lines) > before)); }
+  wait_for 30 "the writer's log to grow $1" grown
+  [[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
+    die "the writer's container restarted: its I/O failed $1"
+  ! kc logs writer | grep -q FAIL || die "the writer saw a failed write $1"
+}
 before_mounts=$(mount_count)
 for round in 1 2 3; do
   kc -n stagehand-system rollout restart ds/stagehand-node >/dev/null
@@ -243,12 +254,7 @@ for round in 1 2 3; do
     die "rollout $round did not finish"
 done
 wait_for 60 "CSINode after the restarts" csinode_driver
-n1=$(lines)
-grows() { (($(lines) > n1)); }
-wait_for 30 "the writer's log to keep growing" grows
-[[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
-  die "the writer's container restarted: its I/O failed during the rollout"
-! kc logs writer | grep -q FAIL || die "the writer saw a failed write"
+writer_went_on "during the rollouts"
 after_mounts=$(mount_count)
 ((after_mounts == before_mounts)) ||
   die "the node's mount count changed over 3 restarts: $before_mounts -> $after_mounts"
@@ -265,9 +271,7 @@ start_kubelet
 # The node's Ready condition lags; the kubelet answering through the API server does not.
 wait_for 120 "the restarted kubelet" kc get --raw "/api/v1/nodes/$NODE_NAME/proxy/healthz"
 wait_for 120 "the restarted kubelet to know the writer again" kc exec writer -- true
-n2=$(lines)
-grows2() { (($(lines) > n2)); }
-wait_for 30 "the writer's log to grow after the kubelet restart" grows2
+writer_went_on "over the kubelet restart"
 [[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the kubelet restart"
 log "ok: kubelet restart: the writer's volume stayed mounted (mount id $id_before)"
 
@@ -281,12 +285,7 @@ pid_before=$(session_pid)
 systemctl_e2e kill --signal=KILL "$session_unit"
 successor() { local p; p=$(session_pid); [[ $p != 0 && $p != "$pid_before" ]]; }
 wait_for 30 "a successor in $session_unit" successor
-n3=$(lines)
-grows3() { (($(lines) > n3)); }
-wait_for 30 "the writer's log to grow after the session's SIGKILL" grows3
-[[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
-  die "the writer's container restarted: its I/O failed when the session process died"
-! kc logs writer | grep -q FAIL || die "the writer saw a failed write after the session's SIGKILL"
+writer_went_on "after the session's SIGKILL"
 [[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the session's SIGKILL"
 log "ok: session SIGKILL under the writer: pid $pid_before -> $(session_pid), no failed write, same mount"
 
@@ -299,12 +298,7 @@ kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/nul
   die "the rollout of the next image did not finish"
 upgraded() { grep -qa "$next_build" /run/stagehand/sessions/*/status; }
 wait_for 120 "the session upgraded in place to build ${next_build:0:12}" upgraded
-n4=$(lines)
-grows4() { (($(lines) > n4)); }
-wait_for 30 "the writer's log to grow after the upgrade" grows4
-[[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
-  die "the writer's container restarted: its I/O failed during the upgrade in place"
-! kc logs writer | grep -q FAIL || die "the writer saw a failed write during the upgrade in place"
+writer_went_on "during the upgrade in place"
 [[ $(target_mount_id) == "$id_before" ]] || die "the publish mount changed over the upgrade"
 (($(mount_count) == mounts_before_upgrade)) ||
   die "the node's mount count changed over the upgrade: $mounts_before_upgrade -> $(mount_count)"
@@ -354,12 +348,7 @@ if ((KUBE_MINOR >= 37)); then
   start_tgtd
   t=$SECONDS
   wait_for 60 "the pod's and the CSINode's health to clear after the target returned" healthy_now
-  n5=$(lines)
-  grows5() { (($(lines) > n5)); }
-  wait_for 30 "the writer's log to grow after the outage" grows5
-  [[ $(kc get pod writer -o jsonpath='{.status.containerStatuses[0].restartCount}') == 0 ]] ||
-    die "the writer's container restarted: its I/O failed during the outage"
-  ! kc logs writer | grep -q FAIL || die "the writer saw a failed write during the outage"
+  writer_went_on "during the outage"
   log "ok: target back: health cleared in $((SECONDS - t)) s, the writer went on without a failed write"
 
   # An ext4 error as I/O errors cause it: with the example PV's errors=remount-ro the kernel
