@@ -13,7 +13,8 @@
 #   --include PATH...      host files or directories copied into the guest at the same absolute
 #                          path, ELF files with their shared libraries (repeatable)
 #   --test SCRIPT          the script to run in the guest (it becomes /test.sh; any interpreter
-#                          in the guest works: bash, busybox sh)
+#                          in the guest works: bash, busybox sh); check.sh of this directory
+#                          comes along as /check.sh (the helpers the bash test scripts share)
 #   --append "k=v ..."     extra kernel parameters; sh.NAME=VALUE reaches the test as SH_NAME=VALUE
 #   --multipathd           start multipathd in the guest before the test
 #   --drive FILE           attach FILE (a raw disk image) as a virtio disk, /dev/vda, /dev/vdb, ...
@@ -615,6 +616,7 @@ fi
 # The test script goes into a small last layer (cpio archives concatenate).
 mkdir -p "$work/test"
 install -m 0755 "$test_script" "$work/test/test.sh"
+install -m 0644 "$HERE/check.sh" "$work/test/check.sh" # what the test scripts share
 make_cpio "$work/test" "$work/test.cpio"
 cat "$base_cpio" ${inc_cpio:+"$inc_cpio"} "$work/test.cpio" >"$work/initrd"
 exec {lock_fd}>&-

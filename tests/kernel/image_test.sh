@@ -42,22 +42,9 @@ rootfs=/var/lib/sh-image
 bundle=/run/sh-bundle
 work=/run/sh-test
 name=stagehand-node
-checks=0
-t_step=$EPOCHREALTIME
-
-elapsed() {
-  local us=$((${EPOCHREALTIME/./} - ${1/./}))
-  printf '%d.%02d' $((us / 1000000)) $((us % 1000000 / 10000))
-}
-ok() {
-  checks=$((checks + 1))
-  echo "image: ok $* ($(elapsed "$t_step")s)"
-  t_step=$EPOCHREALTIME
-}
-fail() {
-  echo "image: FAIL $*" >&2
-  exit 1
-}
+check_name=image
+# shellcheck source=check.sh
+source /check.sh
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 on_exit() {
   local rc=$?
@@ -77,14 +64,6 @@ on_exit() {
 }
 trap on_exit EXIT
 
-until_deadline() { # SECONDS COMMAND...: polls COMMAND every 50 ms; 1 on timeout
-  local end=$((${EPOCHREALTIME/./} + $1 * 1000000))
-  shift
-  until "$@"; do
-    ((${EPOCHREALTIME/./} < end)) || return 1
-    sleep 0.05
-  done
-}
 ctl() { # stagehandctl on the driver's socket, as the kubelet would call it
   local out rc=0
   out=$("$stagehandctl" --endpoint "$endpoint" --timeout 60 "$@" 2>&1) || rc=$?
@@ -269,4 +248,4 @@ ok "unpublish + unstage pv2: map, WWID, both sessions and node records gone"
 stop_container TERM
 [[ -z $(leftovers) ]] || fail "after the container stopped: $(leftovers)"
 ok "container stopped on SIGTERM; the node has no session, node record, map, WWID, disk or mount"
-echo "image: all $checks checks passed"
+all_passed

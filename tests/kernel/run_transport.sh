@@ -32,85 +32,53 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-# shellcheck source-path=SCRIPTDIR source=tgt.sh
-source "$HERE/tgt.sh"
+# shellcheck source-path=SCRIPTDIR source=host.sh
+source "$HERE/host.sh"
 
 stagehand=$REPO/build/bin/stagehand
 stagehandctl=$REPO/build/bin/stagehandctl
 test_script=$HERE/transport_test.sh
 guest_args=()
+host_begin run_transport.sh
 while [[ $# -gt 0 ]]; do
   case $1 in
     --stagehand) stagehand=$2 && shift 2 ;;
     --stagehandctl) stagehandctl=$2 && shift 2 ;;
     --test) test_script=$2 && shift 2 ;;
-    --cache | --timeout | --log | --append | --kernel-package) guest_args+=("$1" "$2") && shift 2 ;;
-    -h | --help)
-      sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
-      exit 0
-      ;;
+    -h | --help) host_usage && exit 0 ;;
     *)
-      echo "run_transport.sh: unknown option '$1'" >&2
-      exit 2
+      host_guest_option "$1" || host_bad_option "$1"
+      guest_args+=("$1" "$2") && shift 2
       ;;
   esac
 done
 for b in "$stagehand" "$stagehandctl"; do
-  if [[ ! -x $b ]]; then
-    echo "run_transport.sh: $b not found: build first or pass --stagehand/--stagehandctl PATH" >&2
-    exit 2
-  fi
+  host_need_exec "$b" "build first or pass --stagehand/--stagehandctl PATH"
 done
 [[ -f $test_script ]] || {
   echo "run_transport.sh: no such test script: $test_script" >&2
   exit 2
 }
-command -v ss >/dev/null || {
-  echo "run_transport.sh: ss (iproute2) is needed to close connections of a dropped portal" >&2
-  exit 2
-}
+host_need_tool ss "iproute2: it closes the connections of a dropped portal" >/dev/null
 
 log() { printf 'run_transport.sh: host: %s\n' "$*" >&2; }
 
-tmp=$(mktemp -d /tmp/shk.XXXXXX)
-guest_pid=""
 watch_pid=""
-# shellcheck disable=SC2317 # invoked by the EXIT trap
-cleanup() {
-  local rc=$?
-  if [[ -n $guest_pid ]]; then
-    kill -TERM "$guest_pid" 2>/dev/null || true
-    wait "$guest_pid" 2>/dev/null || true
-  fi
-  if [[ -n $watch_pid ]]; then
-    kill -TERM "$watch_pid" 2>/dev/null || true
-    wait "$watch_pid" 2>/dev/null || true
-  fi
-  tgt_stop
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+host_on_cleanup '[[ -z $watch_pid ]] || { kill -TERM "$watch_pid" 2>/dev/null; wait "$watch_pid"; }'
 
 iqn=iqn.2024-01.dev.stagehand:kernel-transport
 serial=SHKT$$
 chap_user=sh-guest
-# Test-only secret, new for every run; it travels on the guest's kernel command line.
-chap_password=sh-$(od -An -N9 -tx1 /dev/urandom | tr -d ' \n')
+chap_password=$(host_secret sh)
 # Mutual CHAP: the target proves itself with this one when the initiator asks (volume v3).
 chap_user_in=sh-target
-chap_password_in=st-$(od -An -N9 -tx1 /dev/urandom | tr -d ' \n')
-truncate -s 256M "$tmp/lun1.img"
-truncate -s 16M "$tmp/lun2.img"
-tgt_start "$tmp/tgtd.log" || {
-  cat "$tmp/tgtd.log" >&2
-  exit 1
-}
+chap_password_in=$(host_secret st)
+truncate -s 256M "$host_tmp/lun1.img"
+truncate -s 16M "$host_tmp/lun2.img"
+host_start_tgt
 tgt_adm --op new --mode target --tid 1 -T "$iqn"
-tgt_add_lun 1 1 "$tmp/lun1.img" "scsi_sn=$serial"
-tgt_add_lun 1 2 "$tmp/lun2.img"
+tgt_add_lun 1 1 "$host_tmp/lun1.img" "scsi_sn=$serial"
+tgt_add_lun 1 2 "$host_tmp/lun2.img"
 tgt_adm --op bind --mode target --tid 1 -I ALL
 # An account bound to the target: every login to it needs CHAP with this secret.
 tgt_adm --op new --mode account --user "$chap_user" --password "$chap_password"
@@ -173,7 +141,7 @@ drop_portal() {
 }
 
 # LUNs the guest may grow, with their backing files (not LUN 2: it must never be scanned).
-declare -A lun_files=([1]="$tmp/lun1.img")
+declare -A lun_files=([1]="$host_tmp/lun1.img")
 # tgtd's view of LUN $1 of target 1, on one line: SCSI ID and SN, size, online, backing file.
 lun_show() {
   tgt_adm --op show --mode target | awk -v lun="$1" '
@@ -240,20 +208,14 @@ watch_console() {
   done
 }
 
-mkfifo "$tmp/console"
-# Both in the background so that a signal to this script is handled (and tgtd stopped) at once.
-"$HERE/guest.sh" run --test "$test_script" --multipathd --include "$stagehand" "$stagehandctl" \
-  --append "$append" "${guest_args[@]}" >"$tmp/console" &
-guest_pid=$!
-watch_console <"$tmp/console" &
+mkfifo "$host_tmp/console"
+# The console goes through the watcher, which answers the guest's requests.
+watch_console <"$host_tmp/console" &
 watch_pid=$!
 rc=0
-wait "$guest_pid" || rc=$?
-guest_pid=""
+host_guest_stdout=$host_tmp/console
+host_run_guest --test "$test_script" --multipathd --include "$stagehand" "$stagehandctl" \
+  --append "$append" "${guest_args[@]}" || rc=$?
 wait "$watch_pid" || true
 watch_pid=""
-if [[ $rc != 0 ]]; then
-  echo "run_transport.sh: guest exit status $rc; tgtd log:" >&2
-  tail -n 20 "$tmp/tgtd.log" >&2
-fi
 exit "$rc"

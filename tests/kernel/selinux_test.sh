@@ -41,16 +41,9 @@ shlog=$work/stagehand.log
 context=system_u:object_r:container_file_t:s0:c15,c25
 other=system_u:object_r:container_file_t:s0:c1,c2
 shpid=""
-checks=0
-
-ok() {
-  checks=$((checks + 1))
-  echo "selinux: ok $*"
-}
-fail() {
-  echo "selinux: FAIL $*" >&2
-  exit 1
-}
+check_name=selinux
+# shellcheck source=check.sh
+source /check.sh
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 on_exit() {
   local rc=$?
@@ -66,14 +59,6 @@ on_exit() {
 }
 trap on_exit EXIT
 
-until_deadline() { # SECONDS COMMAND...: polls COMMAND every 50 ms; 1 on timeout
-  local end=$((${EPOCHREALTIME/./} + $1 * 1000000))
-  shift
-  until "$@"; do
-    ((${EPOCHREALTIME/./} < end)) || return 1
-    sleep 0.05
-  done
-}
 ctl() { "$stagehandctl" --endpoint "$endpoint" --timeout 60 "$@" 2>&1; }
 # The superblock options of the mount at PATH (the fields after " - " in mountinfo).
 super_options() { awk -v m="$1" '$5 == m {for (i = 7; $i != "-"; i++) {}; print $(i + 3)}' /proc/self/mountinfo; }
@@ -152,4 +137,4 @@ kill -TERM "$shpid"
 wait "$shpid" || fail "stagehand exited with status $? on SIGTERM"
 shpid=""
 ok "unpublish + unstage v1: no mount, session or disk left; stagehand stopped"
-echo "selinux: all $checks checks passed"
+all_passed

@@ -15,30 +15,14 @@
 # Multipath: two sessions (one per portal), one dm-multipath map with two paths over LUN 1, the
 # data written before read through it, a read with one path offline, flush and logout.
 set -euo pipefail
-if [[ ${SH_TRACE:-0} == 1 ]]; then
-  PS4='+ ${EPOCHREALTIME} '
-  set -x
-fi
 
 iqn=${SH_TGT_IQN:?}
 port=${SH_TGT_PORT:?}
 host=10.0.2.2
 lun=1
-t0=$EPOCHREALTIME
-t_step=$t0
-
-elapsed() { # seconds since $1, two decimals
-  local us=$((${EPOCHREALTIME/./} - ${1/./}))
-  printf '%d.%02d' $((us / 1000000)) $((us % 1000000 / 10000))
-}
-ok() {
-  echo "smoke: ok   $* ($(elapsed "$t_step")s)"
-  t_step=$EPOCHREALTIME
-}
-fail() {
-  echo "smoke: FAIL $*" >&2
-  exit 1
-}
+check_name=smoke
+# shellcheck source=check.sh
+source /check.sh
 trap 'echo "smoke: FAIL at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 node_new() { # PORT
@@ -145,7 +129,7 @@ if [[ ${SH_MULTIPATH:-0} != 1 ]]; then
   udevadm wait --removed --timeout=30 "$dev" || fail "$dev still there after logout"
   [[ $(count_sessions) == 0 ]] || fail "sessions left after logout"
   ok "logout, $dev removed"
-  echo "smoke: all checks passed in $(elapsed "$t0")s"
+  all_passed
   exit 0
 fi
 
@@ -201,4 +185,4 @@ udevadm wait --removed --timeout=30 "$dev" "$dev2" || fail "disks still there af
 [[ $(count_sessions) == 0 ]] || fail "sessions left after logout"
 ok "map flushed, both sessions logged out, disks removed"
 
-echo "smoke: all checks passed in $(elapsed "$t0")s"
+all_passed

@@ -32,10 +32,6 @@
 # the resize infeasible) and changes nothing.
 # Each check prints "transport: ok <what> (<seconds>s)"; the last line is a summary.
 set -euo pipefail
-if [[ ${SH_TRACE:-0} == 1 ]]; then
-  PS4='+ ${EPOCHREALTIME} '
-  set -x
-fi
 
 iqn=${SH_TGT_IQN:?}
 port=${SH_TGT_PORT:?}
@@ -62,23 +58,9 @@ ctl_out=$work/stagehandctl.out
 argv_log=$work/iscsiadm.argv
 wrong_password=$chap_password-wrong
 shpid=""
-checks=0
-t0=$EPOCHREALTIME
-t_step=$t0
-
-elapsed() { # seconds since $1, two decimals
-  local us=$((${EPOCHREALTIME/./} - ${1/./}))
-  printf '%d.%02d' $((us / 1000000)) $((us % 1000000 / 10000))
-}
-ok() {
-  checks=$((checks + 1))
-  echo "transport: ok $* ($(elapsed "$t_step")s)"
-  t_step=$EPOCHREALTIME
-}
-fail() {
-  echo "transport: FAIL $*" >&2
-  exit 1
-}
+check_name=transport
+# shellcheck source=check.sh
+source /check.sh
 
 # What a failed run needs to be understood; the secret is test-only, so the logs are shown whole.
 diagnostics() {
@@ -118,14 +100,6 @@ trap on_exit EXIT
 trap 'echo "transport: FAIL at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # until_deadline SECONDS COMMAND...: polls COMMAND (every 50 ms) until it succeeds; 1 on timeout.
-until_deadline() {
-  local end=$((${EPOCHREALTIME/./} + $1 * 1000000))
-  shift
-  until "$@"; do
-    ((${EPOCHREALTIME/./} < end)) || return 1
-    sleep 0.05
-  done
-}
 
 ctl() { # stagehandctl on the test's endpoint, stderr merged; its output is kept in $ctl_out
   local out rc=0
@@ -740,4 +714,4 @@ maps=$(multipathd show maps raw format '%n' | grep -vx ok) || true
 check_secret_hidden "$chap_password" "end"
 ok "stagehand stopped on SIGTERM (status 0); no session, disk, map or mount left"
 
-echo "transport: all $checks checks passed in $(elapsed "$t0")s"
+all_passed
