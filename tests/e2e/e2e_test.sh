@@ -6,6 +6,7 @@
 #   tests/e2e/e2e_test.sh IMAGE_ARCHIVE            (root; tests/e2e/build-cluster first)
 #   tests/e2e/e2e_test.sh IMAGE_ARCHIVE --oldest   the oldest Kubernetes we support
 #                                                  (tests/e2e/build-cluster --oldest first)
+#   tests/e2e/e2e_test.sh IMAGE_ARCHIVE vX.Y.Z     another release (build-cluster vX.Y.Z first)
 #
 # Checks, in order: the kubelet registers our driver (CSINode, node id); the example
 # Secret/PV/PVC/Pod stages, publishes and takes writes; deleting the pod unpublishes and
@@ -26,12 +27,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 if [[ ${1:-} != --inside ]]; then
-  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest]}
+  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z]}
   [[ $(id -u) -eq 0 ]] || { echo "e2e: needs root" >&2; exit 1; }
   case ${2:-} in
     '') kube_version=$(sed -n 's/^KUBE_VERSION=//p' "$here/build-cluster") ;;
     --oldest) kube_version=$(sed -n 's/^OLDEST_KUBE_VERSION=//p' "$here/build-cluster") ;;
-    *) echo "usage: e2e_test.sh IMAGE_ARCHIVE [--oldest]" >&2; exit 2 ;;
+    v1.*) kube_version=$2 ;;
+    *) echo "usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z]" >&2; exit 2 ;;
   esac
   export KUBE_BIN=${STAGEHAND_TEST_TOOLS:-$HOME/.cache/stagehand-tools}/kube-$kube_version/bin
   [[ -x $KUBE_BIN/kubelet ]] ||
