@@ -155,10 +155,12 @@ class Fio {
  public:
   Fio(const std::string& file, std::string output) : output_(std::move(output)) {
     const std::vector<std::string> argv = {
-        "/usr/bin/fio", "--name=succession", "--filename=" + file,    "--size=64M",
-        "--bs=4k",      "--rw=randwrite",    "--ioengine=psync",      "--direct=1",
-        "--fsync=8",    "--verify=crc32c",   "--verify_backlog=256",  "--verify_fatal=1",
-        "--time_based", "--runtime=3600",    "--output-format=terse", "--output=" + output_};
+        "/usr/bin/fio", "--name=succession", "--filename=" + file, "--size=64M", "--bs=4k",
+        "--rw=randwrite", "--ioengine=psync", "--direct=1", "--fsync=8", "--verify=crc32c",
+        "--verify_backlog=256", "--verify_fatal=1", "--time_based", "--runtime=3600",
+        "--output-format=terse", "--output=" + output_,
+        // No verify-state file in the working directory.
+        "--verify_state_save=0"};
     std::vector<char*> cargv = SpawnArgv(argv);
     if (posix_spawn(&pid_, cargv[0], nullptr, nullptr, cargv.data(), environ) != 0) {
       Die("start fio");

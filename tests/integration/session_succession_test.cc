@@ -64,7 +64,7 @@ class Fio {
         "/usr/bin/fio",    "--name=succession",    "--filename=" + file, "--size=32M",
         "--bs=4k",         "--rw=randwrite",       "--ioengine=psync",   "--fsync=8",
         "--verify=crc32c", "--verify_backlog=256", "--verify_fatal=1",   "--time_based",
-        "--runtime=3600",  "--output-format=json", "--output=" + output};
+        "--runtime=3600",  "--output-format=json", "--output=" + output, "--verify_state_save=0"};
     std::vector<char*> cargv = SpawnArgv(argv);
     if (posix_spawn(&pid_, cargv[0], nullptr, nullptr, cargv.data(), environ) != 0) {
       pid_ = -1;
