@@ -23,9 +23,7 @@
 #include "agent/driver_volumes.h"
 #include "agent/metrics.h"
 #include "agent/registrar_record.h"
-#include "agent/session_bundle.h"
 #include "agent/stats_collector.h"
-#include "agent/systemd_launcher.h"
 #include "agent/version.h"
 #include "base/event_loop.h"
 #include "base/file_io.h"
@@ -38,9 +36,6 @@
 #include "driver/node_room.h"
 #include "driver/node_service.h"
 #include "iscsi/initiator_name.h"
-#include "iscsi/kernel_transport.h"
-#include "iscsi/transport_set.h"
-#include "iscsi/userspace_transport.h"
 #include "mounter/blkid_block_probe.h"
 #include "mounter/libmount_mounter.h"
 #include "proto/unix_grpc_server.h"
@@ -53,6 +48,11 @@
 #include "standalone/manifest_source.h"
 #include "standalone/manifest_volume_store.h"
 #include "systemd/notifier.h"
+#include "transport/kernel/kernel_transport.h"
+#include "transport/registry.h"
+#include "transport/userspace/session_bundle.h"
+#include "transport/userspace/systemd_launcher.h"
+#include "transport/userspace/userspace_transport.h"
 
 namespace stagehand::agent {
 namespace {
@@ -179,9 +179,9 @@ class AgentDaemon final : public Daemon {
   std::string initiator_;
 
   // The data path of the built-in driver.
-  std::unique_ptr<iscsi::UserspaceTransport> userspace_transport_;
-  std::unique_ptr<iscsi::KernelTransport> kernel_transport_;
-  std::unique_ptr<iscsi::TransportSet> transport_;
+  std::unique_ptr<transport::userspace::UserspaceTransport> userspace_transport_;
+  std::unique_ptr<transport::kernel::KernelTransport> kernel_transport_;
+  std::unique_ptr<transport::TransportSet> transport_;
   std::string session_launcher_;
   std::string default_transport_;
   mounter::LibmountMounter mounter_;
@@ -237,14 +237,14 @@ absl::Status AgentDaemon::TakeLocks() {
 }
 
 absl::Status AgentDaemon::StartTransports() {
-  iscsi::UserspaceTransportOptions transport_options;
+  transport::userspace::UserspaceTransportOptions transport_options;
   transport_options.stall_timeout = options_.session_stall_timeout;
   transport_options.session_watchdog = options_.session_watchdog;
   transport_options.fuse_io_uring = options_.fuse_io_uring;
-  SystemdLauncherOptions launcher_options;
+  transport::userspace::SystemdLauncherOptions launcher_options;
   launcher_options.bus_address = options_.systemd_bus_address;
-  SH_ASSIGN_OR_RETURN(transport_options.launcher,
-                      MakeSessionLauncher(options_.session_launcher, launcher_options));
+  SH_ASSIGN_OR_RETURN(transport_options.launcher, transport::userspace::MakeSessionLauncher(
+                                                      options_.session_launcher, launcher_options));
   session_launcher_ = std::string(transport_options.launcher->Name());
   if (kubernetes() && session_launcher_ != "systemd") {
     Log().warn(
@@ -253,10 +253,11 @@ absl::Status AgentDaemon::StartTransports() {
         options_.systemd_bus_address);
   }
   transport_options.binary = options_.session_binary.empty()
-                                 ? iscsi::UserspaceTransport::DefaultBinary()
+                                 ? transport::userspace::UserspaceTransport::DefaultBinary()
                                  : options_.session_binary;
   if (!options_.session_bundle_dir.empty()) {
-    auto command = InstallSessionBundle(transport_options.binary, options_.session_bundle_dir);
+    auto command = transport::userspace::InstallSessionBundle(transport_options.binary,
+                                                              options_.session_bundle_dir);
     if (!command.ok()) {
       return In(absl::StrCat("session bundle in '", options_.session_bundle_dir, "'"),
                 command.status());
@@ -266,9 +267,11 @@ absl::Status AgentDaemon::StartTransports() {
   Log().info("session processes: launcher={} command='{}'", session_launcher_,
              transport_options.command.empty() ? transport_options.binary
                                                : absl::StrJoin(transport_options.command, " "));
-  userspace_transport_ = std::make_unique<iscsi::UserspaceTransport>(std::move(transport_options));
-  kernel_transport_ = std::make_unique<iscsi::KernelTransport>(iscsi::KernelTransportOptions{});
-  const absl::Status kernel_available = iscsi::KernelInitiatorAvailable();
+  userspace_transport_ =
+      std::make_unique<transport::userspace::UserspaceTransport>(std::move(transport_options));
+  kernel_transport_ = std::make_unique<transport::kernel::KernelTransport>(
+      transport::kernel::KernelTransportOptions{});
+  const absl::Status kernel_available = transport::kernel::KernelInitiatorAvailable();
   default_transport_ = options_.iscsi_transport;
   if (default_transport_ == "auto") {
     default_transport_ =
@@ -282,7 +285,7 @@ absl::Status AgentDaemon::StartTransports() {
     Log().info("iSCSI transport: {} (kernel transport unavailable: {})", default_transport_,
                kernel_available);
   }
-  transport_ = std::make_unique<iscsi::TransportSet>(
+  transport_ = std::make_unique<transport::TransportSet>(
       *userspace_transport_, kernel_available.ok() ? kernel_transport_.get() : nullptr,
       default_transport_, std::string(kernel_available.message()));
   return absl::OkStatus();

@@ -45,7 +45,7 @@ std::string ConditionOf(driver::NodeService& node, const StagedVolume& volume) {
 }
 
 void FillDataPath(driver::NodeService& node, const StagedVolume& volume, v1::DataPath* out) {
-  const iscsi::SessionDescription d = node.DescribeSession(volume);
+  const transport::SessionDescription d = node.DescribeSession(volume);
   out->set_transport(volume.session.transport().empty() ? std::string(iscsi::kTransportUserspace)
                                                         : volume.session.transport());
   out->set_pid(d.pid);

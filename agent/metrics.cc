@@ -14,10 +14,10 @@
 #include "base/file_io.h"
 #include "base/mutex.h"
 #include "base/paths.h"
-#include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
+#include "session/protocol.h"
 #include "standalone/csi_node_client.h"
 
 namespace stagehand::agent {
@@ -213,26 +213,26 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
 
   // Data-path counters, from the file each session process maps (iscsi/datapath_counters.h).
   struct CounterField {
-    uint64_t iscsi::DataPathCounters::*field;
+    uint64_t session::DataPathCounters::*field;
     prometheus::MetricFamily family;
   };
 
   std::vector<CounterField> datapath;
-  datapath.push_back({&iscsi::DataPathCounters::read_bytes,
+  datapath.push_back({&session::DataPathCounters::read_bytes,
                       Counter("stagehand_datapath_read_bytes_total",
                               "Bytes read through the volume's userspace iSCSI session")});
-  datapath.push_back({&iscsi::DataPathCounters::write_bytes,
+  datapath.push_back({&session::DataPathCounters::write_bytes,
                       Counter("stagehand_datapath_written_bytes_total",
                               "Bytes written through the volume's userspace iSCSI session")});
-  datapath.push_back({&iscsi::DataPathCounters::read_ops,
+  datapath.push_back({&session::DataPathCounters::read_ops,
                       Counter("stagehand_datapath_read_operations_total", "Completed reads")});
-  datapath.push_back({&iscsi::DataPathCounters::write_ops,
+  datapath.push_back({&session::DataPathCounters::write_ops,
                       Counter("stagehand_datapath_write_operations_total", "Completed writes")});
-  datapath.push_back({&iscsi::DataPathCounters::flush_ops,
+  datapath.push_back({&session::DataPathCounters::flush_ops,
                       Counter("stagehand_datapath_flush_operations_total",
                               "Completed cache flushes (SYNCHRONIZE CACHE)")});
   datapath.push_back(
-      {&iscsi::DataPathCounters::io_errors,
+      {&session::DataPathCounters::io_errors,
        Counter("stagehand_datapath_io_errors_total",
                "Requests answered with an I/O error after retries (the filesystem saw EIO)")});
   double reconnect_sum = 0;
@@ -249,7 +249,7 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
       }
       ++by_state[state::v1::SessionStatus::State_Name(status.state())];
       reconnect_sum += static_cast<double>(status.reconnects());
-      auto counters = iscsi::ReadCounters(JoinPath(dir, "counters"));
+      auto counters = session::ReadCounters(JoinPath(dir, "counters"));
       if (counters.ok()) {
         const std::string volume = status.volume_id().empty() ? e->d_name : status.volume_id();
         for (auto& c : datapath) {

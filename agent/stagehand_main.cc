@@ -16,7 +16,7 @@
 #include "agent/logging.h"
 #include "agent/version.h"
 #include "base/log.h"
-#include "iscsi/session_process.h"
+#include "session/session_process.h"
 #include <CLI/CLI.hpp>
 
 namespace {
@@ -182,7 +182,7 @@ void AddLoggingFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f
 int main(int argc, char** argv) {
   // Internal role: a userspace iSCSI session process started by the transport (stdin/stdout).
   if (argc >= 2 && std::strcmp(argv[1], "__session") == 0) {
-    return stagehand::iscsi::SessionMain(std::vector<std::string>(argv + 2, argv + argc));
+    return stagehand::session::SessionMain(std::vector<std::string>(argv + 2, argv + argc));
   }
   // One malloc arena, set before any thread starts. The agent's threads mostly wait; with
   // glibc's default (up to eight arenas per core) each thread that allocated kept an arena of

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "base/file_io.h"
-#include "iscsi/loop_device.h"
 #include "mounter/filesystem.h"
 #include "mounter/libmount_mounter.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/tgtd.h"
+#include "transport/userspace/loop_device.h"
 #include <CLI/CLI.hpp>
 
 namespace {
@@ -63,7 +63,7 @@ double BareSteps(const std::string& root, const std::string& image, bool fresh) 
   mkdir(stage.c_str(), 0750);
   mkdir(target.c_str(), 0750);
   const auto start = Clock::now();
-  auto dev = iscsi::AttachLoopDevice(image, 512);
+  auto dev = transport::userspace::AttachLoopDevice(image, 512);
   Check(dev.status(), "attach loop");
   Check(fresh ? mounter::Format(*dev, "ext4") : mounter::Check(*dev, "ext4"), "mkfs/fsck");
   Check(m.Mount({*dev, stage, "ext4", {}}), "mount");
@@ -71,7 +71,7 @@ double BareSteps(const std::string& root, const std::string& image, bool fresh) 
   const double ms = Ms(Clock::now() - start);
   Check(m.Unmount(target), "unmount");
   Check(m.Unmount(stage), "unmount");
-  Check(iscsi::DetachLoopDevice(*dev, image), "detach");
+  Check(transport::userspace::DetachLoopDevice(*dev, image), "detach");
   return ms;
 }
 

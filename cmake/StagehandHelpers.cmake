@@ -66,7 +66,7 @@ endfunction()
 # it would load a second C++ runtime next to the static one.
 option(STAGEHAND_STATIC_SESSION "Link stagehand-session against static archives" ON)
 function(sh_link_session_statically target)
-  set(_deps sh_iscsi sh_proto_state sh_base)
+  set(_deps sh_session sh_session_protocol sh_iscsi sh_proto_state sh_base)
   sh_find_static_archives(_archives _missing protobuf iscsi uring absl_base)
   find_library(SH_IBVERBS NAMES ibverbs libibverbs.so.1)
   find_library(SH_RDMACM NAMES rdmacm librdmacm.so.1)
@@ -80,7 +80,7 @@ function(sh_link_session_statically target)
     if(STAGEHAND_STATIC_SESSION)
       message(STATUS "stagehand-session linked dynamically (missing: ${_missing})")
     endif()
-    target_link_libraries(${target} PRIVATE stagehand::iscsi sh_warnings)
+    target_link_libraries(${target} PRIVATE stagehand::session sh_warnings)
     return()
   endif()
   # Compile with the usage requirements of what it links, link the archives instead of the
@@ -98,13 +98,8 @@ function(sh_link_session_statically target)
   endforeach()
   add_dependencies(${target} ${_deps})
   set_property(GLOBAL PROPERTY SH_SESSION_STATIC ON)
-  # libstdc++ first in the group: a member of ours that happens to carry a weak copy of a
-  # standard template (std::string's constructors) must not be pulled in to satisfy protobuf's
-  # reference to it, with everything else that member needs (the kernel transport's logging).
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.a
-                  OUTPUT_VARIABLE _libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
   target_link_libraries(${target} PRIVATE sh_warnings
-    -Wl,--start-group ${_libstdcxx} ${_files} ${_archives} -Wl,--end-group
+    -Wl,--start-group ${_files} ${_archives} -Wl,--end-group
     -Wl,--as-needed ${SH_IBVERBS} ${SH_RDMACM} Threads::Threads ${CMAKE_DL_LIBS}
     -static-libstdc++ -static-libgcc)
 endfunction()

@@ -46,7 +46,7 @@ void ForEachKind(Kinds& kinds, const Add& add) {
 }  // namespace
 
 std::optional<VolumeProblem> NodeService::SessionProblem(const StagedVolume& volume) const {
-  const iscsi::SessionHealth h = deps_.transport.Health(volume.session);
+  const transport::SessionHealth h = deps_.transport.Health(volume.session);
   if (h.healthy && h.message.empty()) {
     return std::nullopt;
   }
@@ -151,7 +151,7 @@ absl::Status NodeService::StorageHealth(csi::v1::NodeGetStorageHealthResponse* r
     if (volume.phase != Phase::kStaged) {
       continue;
     }
-    const iscsi::SessionHealth h = deps_.transport.Health(volume.session);
+    const transport::SessionHealth h = deps_.transport.Health(volume.session);
     std::vector<std::string> portals;
     for (const iscsi::Portal& p : volume.portals) {
       portals.push_back(p.ToString());

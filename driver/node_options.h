@@ -8,9 +8,9 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "iscsi/transport.h"
 #include "mounter/block_probe.h"
 #include "mounter/mounter.h"
+#include "transport/transport.h"
 
 namespace stagehand::driver {
 
@@ -28,7 +28,7 @@ struct NodeServiceOptions {
 };
 
 struct NodeServiceDeps {
-  iscsi::Transport& transport;
+  transport::Transport& transport;
   mounter::Mounter& mounter;
   mounter::BlockProbe& probe;
   // mkfs and fsck; default to mounter::Format / mounter::Check.

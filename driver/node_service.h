@@ -83,7 +83,7 @@ class NodeService final : public csi::v1::Node::Service {
   }
 
   // What serves `volume`'s data path now (for the agent API).
-  iscsi::SessionDescription DescribeSession(const StagedVolume& volume) const {
+  transport::SessionDescription DescribeSession(const StagedVolume& volume) const {
     return deps_.transport.Describe(volume.session);
   }
 

@@ -36,7 +36,7 @@ NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& st
       continue;
     }
     StagedVolume volume = **loaded;
-    const iscsi::SessionDescription before = deps_.transport.Describe(volume.session);
+    const transport::SessionDescription before = deps_.transport.Describe(volume.session);
     auto next = deps_.transport.Upgrade(volume.session);
     if (!next.ok() && absl::IsUnavailable(next.status())) {
       ++round.waiting;

@@ -11,9 +11,9 @@
 
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
-#include "iscsi/transport.h"
 #include "proto/csi.pb.h"
 #include "proto/state.pb.h"
+#include "transport/transport.h"
 
 namespace stagehand::driver {
 
@@ -65,7 +65,7 @@ struct StagedVolume {
   state::v1::SessionRecord session;
 
   // The block device the volume is staged on; empty before the attach.
-  const std::string& Device() const { return iscsi::DeviceOf(session); }
+  const std::string& Device() const { return transport::DeviceOf(session); }
 
   // The publish at `target_path`, or null.
   const Publication* FindPublication(const std::string& target_path) const;

@@ -8,7 +8,7 @@ absl::Status VolumeHealth::CheckStagingLive(const StagedVolume& volume) const {
   if (volume.phase != StagedVolume::Phase::kStaged) {
     return absl::FailedPreconditionError("its stage did not complete");
   }
-  const iscsi::SessionHealth health = transport_.Health(volume.session);
+  const transport::SessionHealth health = transport_.Health(volume.session);
   // A session process being replaced by its successor heals by itself: the staging stands.
   if (!health.healthy && health.reason != "SessionRestarting") {
     return absl::FailedPreconditionError(health.message);

@@ -8,15 +8,15 @@
 
 #include "base/status.h"
 #include "driver/staged_volume.h"
-#include "iscsi/transport.h"
 #include "mounter/mounter.h"
+#include "transport/transport.h"
 
 namespace stagehand::driver {
 
 class VolumeHealth {
  public:
   // Both must outlive this.
-  VolumeHealth(iscsi::Transport& transport, const mounter::Mounter& mounter)
+  VolumeHealth(transport::Transport& transport, const mounter::Mounter& mounter)
       : transport_(transport), mounter_(mounter) {}
 
   // OK when the staged volume is usable: stage complete, session healthy, staging mount of its
@@ -27,7 +27,7 @@ class VolumeHealth {
   std::vector<std::string> StillPublished(const StagedVolume& volume) const;
 
  private:
-  iscsi::Transport& transport_;
+  transport::Transport& transport_;
   const mounter::Mounter& mounter_;
 };
 

@@ -61,10 +61,10 @@ void DescribeRequest(const csi::v1::NodeStageVolumeRequest& req, const Capabilit
 
 }  // namespace
 
-iscsi::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
-                                                    const CapabilitySpec& cap,
-                                                    const iscsi::TargetSpec& target) const {
-  iscsi::AttachRequest attach;
+transport::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
+                                                        const CapabilitySpec& cap,
+                                                        const iscsi::TargetSpec& target) const {
+  transport::AttachRequest attach;
   attach.target = target;
   attach.initiator_name = options_.initiator_name;
   attach.runtime_dir = SessionDir(req.volume_id());
@@ -108,7 +108,7 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
   StagedVolume volume;
   volume.identity = previous;
   DescribeRequest(req, cap, target, volume);
-  iscsi::AttachRequest attach = AttachRequestFor(req, cap, target);
+  transport::AttachRequest attach = AttachRequestFor(req, cap, target);
   // The same LUN can hide behind another name or address of its portal, or another portal: the
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
@@ -141,7 +141,7 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
         .count();
   };
-  SH_ASSIGN_OR_RETURN(iscsi::Attachment a, deps_.transport.Attach(attach));
+  SH_ASSIGN_OR_RETURN(transport::Attachment a, deps_.transport.Attach(attach));
   Log().debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
               elapsed_ms());
   volume.session = a.session;

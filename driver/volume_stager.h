@@ -18,8 +18,8 @@
 #include "driver/volume_store.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
-#include "iscsi/transport.h"
 #include "proto/csi.pb.h"
+#include "transport/transport.h"
 
 namespace stagehand::driver {
 
@@ -49,9 +49,9 @@ class VolumeStager {
 
  private:
   std::string SessionDir(const std::string& volume_id) const;
-  iscsi::AttachRequest AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
-                                        const CapabilitySpec& cap,
-                                        const iscsi::TargetSpec& target) const;
+  transport::AttachRequest AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
+                                            const CapabilitySpec& cap,
+                                            const iscsi::TargetSpec& target) const;
   // Under claims_mu_: refuses a stage past max_volumes_per_node or onto a LUN another volume's
   // record names (forgetting this attempt), else saves `volume` before any side effect.
   absl::Status ClaimAndPersist(StagedVolume& volume, const iscsi::LunIdentity& previous,

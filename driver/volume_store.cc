@@ -13,7 +13,7 @@
 #include "base/paths.h"
 #include "base/sha256.h"
 #include "driver/csi_validation.h"
-#include "iscsi/session_conversions.h"
+#include "iscsi/state_conversions.h"
 #include "proto/json_file.h"
 #include "proto/state.pb.h"
 

@@ -10,22 +10,23 @@
 
 #include <absl/strings/str_cat.h>
 
-#include "iscsi/transport.h"
+#include "transport/transport.h"
 
 namespace stagehand::testing {
 
-class FakeTransport : public iscsi::Transport {
+class FakeTransport : public transport::Transport {
  public:
-  void Prepare(const iscsi::AttachRequest& request, state::v1::SessionRecord* session) override {
+  void Prepare(const transport::AttachRequest& request,
+               state::v1::SessionRecord* session) override {
     session->set_runtime_dir(request.runtime_dir);
   }
 
-  absl::StatusOr<iscsi::Attachment> Attach(const iscsi::AttachRequest& request) override {
+  absl::StatusOr<transport::Attachment> Attach(const transport::AttachRequest& request) override {
     ++attaches_;
     if (!next_error_.ok()) {
       return std::exchange(next_error_, absl::OkStatus());
     }
-    iscsi::Attachment a;
+    transport::Attachment a;
     a.device = absl::StrCat("/dev/fake", attaches_);
     if (identity_set_) {
       a.identity = identity_;
@@ -68,8 +69,8 @@ class FakeTransport : public iscsi::Transport {
     return capacity_bytes_;
   }
 
-  iscsi::SessionHealth Health(const state::v1::SessionRecord& session) override {
-    iscsi::SessionHealth h;
+  transport::SessionHealth Health(const state::v1::SessionRecord& session) override {
+    transport::SessionHealth h;
     h.healthy = healthy_ && attached_.count(session.loop_device()) > 0;
     h.message = h.healthy ? "" : "iSCSI session process is not running";
     h.reason = h.healthy ? "" : "SessionGone";

@@ -21,10 +21,10 @@
 
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "base/process.h"
 #include "base/subprocess.h"
-#include "iscsi/loop_device.h"
-#include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
+#include "transport/userspace/loop_device.h"
 
 namespace stagehand::testing {
 namespace {
@@ -57,7 +57,7 @@ std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& r
     if (!name.starts_with("loop")) {
       continue;
     }
-    auto backing = iscsi::LoopBackingFile("/dev/" + name);
+    auto backing = transport::userspace::LoopBackingFile("/dev/" + name);
     if (backing && backing->starts_with(root + "/")) {
       out.emplace_back("/dev/" + name, *backing);
     }
@@ -96,7 +96,7 @@ std::vector<state::v1::SessionStatus> SessionStatusesUnder(const std::string& ro
 std::vector<int> SessionPidsUnder(const std::string& root) {
   std::vector<int> out;
   for (const auto& st : SessionStatusesUnder(root)) {
-    if (st.pid() > 0 && iscsi::ProcessStartTime(st.pid()) != 0) {
+    if (st.pid() > 0 && ProcessStartTime(st.pid()) != 0) {
       out.push_back(st.pid());
     }
   }
@@ -106,7 +106,7 @@ std::vector<int> SessionPidsUnder(const std::string& root) {
 std::vector<int> KeeperPidsUnder(const std::string& root) {
   std::vector<int> out;
   for (const auto& st : SessionStatusesUnder(root)) {
-    if (st.keeper_pid() > 0 && iscsi::IsSameProcessAlive(st.keeper_pid(), st.keeper_start_time())) {
+    if (st.keeper_pid() > 0 && IsSameProcessAlive(st.keeper_pid(), st.keeper_start_time())) {
       out.push_back(st.keeper_pid());
     }
   }
@@ -252,7 +252,7 @@ void ForceCleanup(const std::string& root) {
     }
   }
   for (const auto& [dev, backing] : LoopsUnder(root)) {
-    (void)iscsi::DetachLoopDevice(dev, backing);
+    (void)transport::userspace::DetachLoopDevice(dev, backing);
   }
   // Keepers first: they would start a killed session process again.
   for (int pid : KeeperPidsUnder(root)) {
@@ -290,7 +290,7 @@ std::vector<int> RunningSessionRole(bool keepers) {
                       path == JoinPath(ParentDir(StagehandBinary()), "stagehand-session");
     const bool keeper = cmdline.ok() && cmdline->find("--keeper") != std::string::npos;
     if (ours && cmdline.ok() && cmdline->find("__session") != std::string::npos &&
-        keeper == keepers && iscsi::ProcessStartTime(pid) != 0) {
+        keeper == keepers && ProcessStartTime(pid) != 0) {
       out.push_back(pid);
     }
   }
@@ -314,7 +314,7 @@ void KillSessionsForGood() {
     kill(pid, SIGKILL);
   }
   for (int pid : pids) {
-    while (iscsi::ProcessStartTime(pid) != 0) {
+    while (ProcessStartTime(pid) != 0) {
       std::this_thread::yield();
     }
   }
@@ -323,7 +323,7 @@ void KillSessionsForGood() {
     kill(pid, SIGKILL);
   }
   for (int pid : pids) {
-    while (iscsi::ProcessStartTime(pid) != 0) {
+    while (ProcessStartTime(pid) != 0) {
       std::this_thread::yield();
     }
   }

@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
-#include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
+#include "session/counters_file.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/node_test_base.h"
 
@@ -89,7 +89,7 @@ TEST_F(FuseRingTest, AVolumeServedThroughTheRingKeepsItsDataAcrossAKilledSession
 
   const std::string data(3 << 20, 'r');
   EXPECT_EQ(WriteAndReadBack(target + "/a", data), data);
-  const auto counters = iscsi::ReadCounters(SessionDir() + "/counters");
+  const auto counters = session::ReadCounters(SessionDir() + "/counters");
   ASSERT_TRUE(counters.ok());
   EXPECT_GT(counters->write_ops, 0u);
   EXPECT_GT(counters->read_ops, 0u) << "read back from the LUN, through the ring";

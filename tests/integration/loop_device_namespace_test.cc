@@ -18,8 +18,8 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
-#include "iscsi/loop_device.h"
 #include "tests/integration/cluster.h"
+#include "transport/userspace/loop_device.h"
 
 namespace stagehand::testing {
 namespace {
@@ -45,7 +45,7 @@ std::string AttachFromAnotherNamespace(const std::string& mnt) {
       _exit(1);
     }
     close(fd);
-    auto device = iscsi::AttachLoopDevice(file, 512);
+    auto device = transport::userspace::AttachLoopDevice(file, 512);
     if (!device.ok()) {
       _exit(1);
     }
@@ -83,20 +83,22 @@ TEST(LoopDeviceNamespaceTest, ALoopAttachedInAnotherMountNamespaceIsFoundAndDeta
     }
   };
   // Seen from here, the backing file is only its path within the child's (unreachable) mount.
-  EXPECT_EQ(iscsi::LoopBackingFile(device).value_or(""), "/lun");
+  EXPECT_EQ(transport::userspace::LoopBackingFile(device).value_or(""), "/lun");
 
   // Another file whose path ends the same way is not this device's.
-  EXPECT_TRUE(iscsi::DetachLoopDevice(device, root + "/elsewhere/lun").ok());
-  EXPECT_TRUE(iscsi::LoopBackingFile(device).has_value()) << "detached a device it did not own";
-  auto none = iscsi::FindLoopDevice(root + "/elsewhere/lun");
+  EXPECT_TRUE(transport::userspace::DetachLoopDevice(device, root + "/elsewhere/lun").ok());
+  EXPECT_TRUE(transport::userspace::LoopBackingFile(device).has_value())
+      << "detached a device it did not own";
+  auto none = transport::userspace::FindLoopDevice(root + "/elsewhere/lun");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
 
-  auto found = iscsi::FindLoopDevice(file);
+  auto found = transport::userspace::FindLoopDevice(file);
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->value_or(""), device);
-  EXPECT_TRUE(iscsi::DetachLoopDevice(device, file).ok());
-  EXPECT_FALSE(iscsi::LoopBackingFile(device).has_value()) << device << " is still attached";
+  EXPECT_TRUE(transport::userspace::DetachLoopDevice(device, file).ok());
+  EXPECT_FALSE(transport::userspace::LoopBackingFile(device).has_value())
+      << device << " is still attached";
 
   ForceCleanup(root);
 }

@@ -28,7 +28,6 @@
 #include "base/process.h"
 #include "base/subprocess.h"
 #include "base/unique_fd.h"
-#include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
 #include "tests/integration/iscsi_proxy.h"
 #include "tests/integration/node_test_base.h"

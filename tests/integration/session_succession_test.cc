@@ -33,8 +33,8 @@
 #include "base/process.h"
 #include "base/spawn.h"
 #include "base/subprocess.h"
-#include "iscsi/datapath_counters.h"
 #include "proto/state.pb.h"
+#include "session/counters_file.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/testing/dir_watch.h"
@@ -154,8 +154,8 @@ TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNo
   // The last successor has served verification reads (direct I/O: from the LUN, not the page
   // cache) before fio stops.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (iscsi::ReadCounters(SessionDir() + "/counters")
-                 .value_or(iscsi::DataPathCounters{})
+  while (session::ReadCounters(SessionDir() + "/counters")
+                 .value_or(session::DataPathCounters{})
                  .read_ops == 0 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
@@ -338,8 +338,8 @@ TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnde
     return s.build() == current && s.took_over() && s.state() == SessionStatus::UP;
   })) << "the session of the earlier build was replaced";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (iscsi::ReadCounters(SessionDir() + "/counters")
-                 .value_or(iscsi::DataPathCounters{})
+  while (session::ReadCounters(SessionDir() + "/counters")
+                 .value_or(session::DataPathCounters{})
                  .read_ops == 0 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();

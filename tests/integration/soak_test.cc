@@ -23,8 +23,8 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "base/process.h"
 #include "base/subprocess.h"
-#include "iscsi/userspace_transport.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -67,7 +67,7 @@ class SoakTest : public NodeIntegrationTest {
   void KillSessionProcess() {
     for (int pid : RunningSessionProcesses()) {
       kill(pid, SIGKILL);
-      while (iscsi::ProcessStartTime(pid) != 0) {
+      while (ProcessStartTime(pid) != 0) {
         std::this_thread::yield();
       }
     }

@@ -22,14 +22,14 @@
 
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "base/process.h"
 #include "base/sha256.h"
 #include "base/subprocess.h"
-#include "iscsi/session_launcher.h"
-#include "iscsi/userspace_transport.h"
 #include "proto/state.pb.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/integration/user_systemd.h"
 #include "tests/testing/dir_watch.h"
+#include "transport/userspace/session_launcher.h"
 
 namespace stagehand::testing {
 namespace {
@@ -118,7 +118,7 @@ TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingS
   ASSERT_TRUE(Publish(PublishRequest("vol-s", target)).ok());
 
   const state::v1::SessionRecord session = Record("vol-s").session();
-  EXPECT_EQ(session.unit(), iscsi::SessionUnitName(session.runtime_dir()));
+  EXPECT_EQ(session.unit(), transport::userspace::SessionUnitName(session.runtime_dir()));
   ASSERT_GT(session.pid(), 0);
   auto cgroup = ReadFileToString(absl::StrCat("/proc/", session.pid(), "/cgroup"));
   ASSERT_TRUE(cgroup.ok());
@@ -134,7 +134,7 @@ TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingS
   auto stopped = manager_->Systemctl({"stop", agent_scope});
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   daemon_->Stop();
-  EXPECT_TRUE(iscsi::IsSameProcessAlive(session.pid(), session.start_time()))
+  EXPECT_TRUE(IsSameProcessAlive(session.pid(), session.start_time()))
       << "the session process must survive the agent's unit";
   EXPECT_TRUE(WriteDurably(target + "/while-agent-stopped", std::string(1 << 20, 's')))
       << "I/O must continue while the agent's unit is stopped";
@@ -147,7 +147,7 @@ TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingS
   EXPECT_TRUE(Unpublish("vol-s", target).ok());
   st = Unstage("vol-s", Staging("vol-s"));
   EXPECT_TRUE(st.ok()) << st.error_message();
-  EXPECT_FALSE(iscsi::IsSameProcessAlive(session.pid(), session.start_time()));
+  EXPECT_FALSE(IsSameProcessAlive(session.pid(), session.start_time()));
   // Collected by systemd once it exited (CollectMode=inactive-or-failed).
   auto units = manager_->Systemctl({"list-units", "--all", "--plain", "stagehand-session-*"});
   ASSERT_TRUE(units.ok()) << units.status();

@@ -1,0 +1,43 @@
+#pragma once
+
+// Keeps one program running the way systemd keeps a service with Restart=on-abnormal,
+// FileDescriptorStoreMax= and WatchdogSec=, for hosts without systemd: the program talks to its
+// keeper exactly as to systemd ($NOTIFY_SOCKET, base/service_notify.h), so it has one way of
+// doing things under both.
+//
+// - It starts the program with the given stdin and stdout (later starts get /dev/null).
+// - It keeps the descriptors the program sends with FDSTORE=1 (by FDNAME; FDSTOREREMOVE=1
+//   drops them) and hands them to the next start as $LISTEN_FDS / $LISTEN_FDNAMES.
+// - When the program dies of a signal (a crash, SIGKILL, the OOM killer) or stops sending
+//   WATCHDOG=1 for the watchdog interval ($WATCHDOG_USEC; then it is killed with SIGKILL), it is
+//   started again after `restart_delay`, at most `start_limit_burst` times per
+//   `start_limit_interval` (then the keeper gives up, as systemd does).
+// - When it exits with a status of its own, the keeper exits with that status.
+// - SIGTERM or SIGINT to the keeper is passed on to the program as SIGTERM; the keeper exits
+//   once the program did, and never restarts it after that.
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stagehand::session {
+
+struct KeeperOptions {
+  std::vector<std::string> argv;  // argv[0] is an absolute path.
+  int stdin_fd = 0;               // For the first start.
+  int stdout_fd = 1;
+  std::chrono::milliseconds watchdog{0};  // 0: none.
+  std::chrono::milliseconds restart_delay{100};
+  // A program that keeps dying is given up on after this many starts within the interval.
+  int start_limit_burst = 30;
+  std::chrono::seconds start_limit_interval{10};
+  // Set in the program's environment, besides the protocol's variables.
+  std::map<std::string, std::string> env;
+};
+
+// Runs the program until it exits on its own or after a stop; returns the exit status to use
+// (its own, 1 when it could not be started or restarted, 0 after a stop it obeyed).
+int RunKeeper(const KeeperOptions& options);
+
+}  // namespace stagehand::session

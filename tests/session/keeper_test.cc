@@ -1,0 +1,64 @@
+// The keeper against small shell programs: what it restarts, what it does not, when it gives up.
+
+#include "session/keeper.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/temp_dir.h"
+
+namespace stagehand::session {
+namespace {
+
+KeeperOptions Sh(const std::string& script) {
+  KeeperOptions options;
+  options.argv = {"/bin/sh", "-c", script};
+  options.restart_delay = std::chrono::milliseconds(1);
+  return options;
+}
+
+TEST(ServiceKeeperTest, AnExitStatusIsTheProgramsOwnDecision) {
+  EXPECT_EQ(RunKeeper(Sh("exit 3")), 3);
+  EXPECT_EQ(RunKeeper(Sh("exit 0")), 0);
+}
+
+TEST(ServiceKeeperTest, AProgramKilledByASignalIsStartedAgain) {
+  testing::TempDir dir;
+  const std::string once = dir.path() + "/started";
+
+  // The first run dies of SIGKILL; the second finds the mark and exits 0.
+  const int status =
+      RunKeeper(Sh("if [ -e " + once + " ]; then exit 0; fi; touch " + once + "; kill -9 $$"));
+
+  EXPECT_EQ(status, 0);
+}
+
+TEST(ServiceKeeperTest, AProgramThatKeepsDyingIsGivenUpOn) {
+  KeeperOptions options = Sh("kill -9 $$");
+  options.start_limit_burst = 3;
+
+  EXPECT_EQ(RunKeeper(options), 1);
+}
+
+TEST(ServiceKeeperTest, AProgramThatMissesItsWatchdogIsKilledAndStartedAgain) {
+  testing::TempDir dir;
+  const std::string once = dir.path() + "/started";
+  KeeperOptions options = Sh("if [ -e " + once + " ]; then exit 0; fi; touch " + once +
+                             "; test -n \"$WATCHDOG_USEC\" && exec sleep 600");
+  options.watchdog = std::chrono::milliseconds(100);
+
+  EXPECT_EQ(RunKeeper(options), 0) << "the silent first run was replaced";
+}
+
+TEST(ServiceKeeperTest, TheProgramGetsTheProtocolAndTheKeepersVariables) {
+  KeeperOptions options = Sh(R"(test -n "$NOTIFY_SOCKET" && test "$KEPT_BY" = test)");
+  options.env["KEPT_BY"] = "test";
+
+  EXPECT_EQ(RunKeeper(options), 0);
+}
+
+}  // namespace
+}  // namespace stagehand::session

@@ -1,0 +1,371 @@
+#include "transport/kernel/kernel_transport.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "iscsi/state_conversions.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/transport/kernel/fake_kernel_host.h"
+
+namespace stagehand::transport::kernel {
+namespace {
+
+namespace fs = std::filesystem;
+using fake_kernel_host::FakeHost;
+using fake_kernel_host::Read;
+using fake_kernel_host::Request;
+using ::stagehand::testing::IsOk;
+using ::stagehand::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(KernelTransportTest, AttachLogsInScansOneLunAndDetachLogsOut) {
+  FakeHost host;
+  host.chap_password = "s3cret-pw";
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1);
+  req.target.session_chap = iscsi::ChapCredentials{"user", "s3cret-pw", "", ""};
+  req.target.expected_serial = "SER1";
+
+  auto a = t.Attach(req);
+
+  ASSERT_THAT(a, IsOk());
+  EXPECT_THAT(a->device, HasSubstr("/dev/sda"));
+  EXPECT_EQ(a->identity.serial, "SER1");
+  EXPECT_EQ(a->capacity.Bytes(), 1024u * 1024 * 1024);
+  EXPECT_EQ(a->session.paths_size(), 1);
+  EXPECT_FALSE(host.DiskExists("sdb"));  // LUN 2 was not scanned.
+  const std::string record = Read(host.NodeRecord("127.0.0.1:3260"));
+  EXPECT_THAT(record, HasSubstr("node.startup = manual"));
+  EXPECT_THAT(record, HasSubstr("node.session.scan = manual"));
+  EXPECT_FALSE(host.AnyArgvContains("s3cret-pw"));  // Never on a command line.
+
+  struct stat st {};
+
+  ASSERT_EQ(stat(host.NodeRecord("127.0.0.1:3260").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+
+  EXPECT_FALSE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 0);
+  EXPECT_FALSE(fs::exists(host.NodeRecord("127.0.0.1:3260")));  // The secret is gone too.
+  EXPECT_THAT(t.Detach(a->session), IsOk());                    // Idempotent.
+}
+
+TEST(KernelTransportTest, WrongChapIsUnauthenticatedAndLeavesNothing) {
+  FakeHost host;
+  host.chap_password = "right";
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1);
+  req.target.session_chap = iscsi::ChapCredentials{"user", "wrong", "", ""};
+
+  EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kUnauthenticated));
+
+  EXPECT_EQ(host.Sessions(), 0);
+  EXPECT_FALSE(fs::exists(host.NodeRecord("127.0.0.1:3260")));
+}
+
+TEST(KernelTransportTest, IdentityMismatchFailsClosedAndCleansUp) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1);
+  req.target.expected_serial = "OTHER";
+
+  EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_FALSE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, MissingLunIsNotFound) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+
+  EXPECT_THAT(t.Attach(Request(7)), StatusIs(absl::StatusCode::kNotFound, HasSubstr("LUN 7")));
+
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, SharedSessionIsLoggedOutWithItsLastLun) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  auto b = t.Attach(Request(2));
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(host.Sessions(), 1);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_EQ(host.Sessions(), 1);  // LUN 2 still uses it.
+  EXPECT_TRUE(t.Health(b->session).healthy);
+
+  ASSERT_THAT(t.Detach(b->session), IsOk());
+  EXPECT_EQ(host.Sessions(), 0);
+  EXPECT_EQ(host.logouts, 1);
+}
+
+TEST(KernelTransportTest, OtherChapCannotShareALoggedInSession) {
+  FakeHost host;
+  host.chap_password = "right";
+  KernelTransport t(host.Options());
+  AttachRequest first = Request(1);
+  first.target.session_chap = iscsi::ChapCredentials{"user", "right", "", ""};
+  auto a = t.Attach(first);
+  ASSERT_THAT(a, IsOk());
+
+  // The session exists, so the target would never see these: refused, nothing changed.
+  AttachRequest wrong = Request(2);
+  wrong.target.session_chap = iscsi::ChapCredentials{"user", "wrong", "", ""};
+  EXPECT_THAT(t.Attach(wrong), StatusIs(absl::StatusCode::kUnauthenticated,
+                                        HasSubstr("already logged in with other CHAP")));
+  AttachRequest none = Request(2);
+  EXPECT_THAT(t.Attach(none), StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_FALSE(host.DiskExists("sdb"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_THAT(Read(host.NodeRecord("127.0.0.1:3260")),
+              HasSubstr("node.session.auth.password = right\n"));
+  EXPECT_TRUE(t.Health(a->session).healthy);
+
+  // The same credentials share it.
+  AttachRequest same = Request(2);
+  same.target.session_chap = iscsi::ChapCredentials{"user", "right", "", ""};
+  auto b = t.Attach(same);
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(host.Sessions(), 1);
+  ASSERT_THAT(t.Detach(b->session), IsOk());
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, DetachLeavesADiskThatNowReportsAnotherLun) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+  state::v1::SessionRecord other = a->session;
+  other.mutable_identity()->set_serial("SOMEONE-ELSE");
+
+  EXPECT_THAT(t.Detach(other), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_TRUE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(other).identity_changed);
+}
+
+TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+
+  auto a = t.Attach(Request(1, {3260, 3261}));
+
+  ASSERT_THAT(a, IsOk());
+  EXPECT_THAT(a->device, HasSubstr("/dev/mapper/36000"));
+  EXPECT_EQ(a->session.multipath_map(), "36000");
+  EXPECT_EQ(host.Sessions(), 2);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_FALSE(host.DiskExists("dm-0"));
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, AFailedSessionOfTheOnlyPathIsReconnecting) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1, {3260}));
+  ASSERT_THAT(a, IsOk());
+
+  host.SetSessionState("127.0.0.1:3260", "FAILED");
+  const SessionHealth h = t.Health(a->session);
+
+  EXPECT_FALSE(h.healthy);
+  EXPECT_EQ(h.reason, "SessionReconnecting");
+  EXPECT_THAT(h.message, HasSubstr("127.0.0.1:3260 is FAILED"));
+  host.SetSessionState("127.0.0.1:3260", "FREE");  // The recovery timeout ran out.
+  EXPECT_EQ(t.Health(a->session).reason, "ReplacementTimeoutPassed");
+  host.SetSessionState("127.0.0.1:3260", "LOGGED_IN");
+  EXPECT_TRUE(t.Health(a->session).healthy) << "healthy again once it is logged in";
+  EXPECT_EQ(t.Health(a->session).reason, "");
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+}
+
+TEST(KernelTransportTest, AMapWithAFailedPathIsDegradedAndWithNoneDown) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1, {3260, 3261}));
+  ASSERT_THAT(a, IsOk());
+
+  host.SetSessionState("127.0.0.1:3261", "FAILED");
+  const SessionHealth one = t.Health(a->session);
+  host.SetSessionState("127.0.0.1:3260", "FAILED");
+  const SessionHealth none = t.Health(a->session);
+
+  EXPECT_TRUE(one.healthy) << "one working path serves the volume";
+  EXPECT_EQ(one.reason, "MultipathDegraded");
+  EXPECT_THAT(one.message, HasSubstr("1 of 2 paths working"));
+  EXPECT_THAT(one.message, HasSubstr("127.0.0.1:3261 is FAILED"));
+  EXPECT_FALSE(none.healthy);
+  EXPECT_EQ(none.reason, "SessionReconnecting");
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+}
+
+TEST(KernelTransportTest, RefreshCapacityRescansAndChecksTheIdentity) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+
+  EXPECT_THAT(t.RefreshCapacity(a->session), IsOk());
+
+  state::v1::SessionRecord other = a->session;
+  other.mutable_identity()->set_serial("SOMEONE-ELSE");
+  EXPECT_THAT(t.RefreshCapacity(other), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+  EXPECT_THAT(t.RefreshCapacity(a->session), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST(KernelTransportTest, AFailedAttachLeavesADiskThatWasAlreadyThere) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));  // Another volume's, on the same LUN.
+  ASSERT_THAT(a, IsOk());
+  AttachRequest second = Request(1);
+  second.target.expected_serial = "OTHER";
+
+  EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_TRUE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+}
+
+TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatHasIt) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));  // Another volume's, on the same LUN.
+  ASSERT_THAT(a, IsOk());
+  AttachRequest second = Request(1);
+  iscsi::LunIdentity vetted;
+  state::v1::SessionRecord so_far;
+  second.vet_identity = [&](const iscsi::LunIdentity& id, const state::v1::SessionRecord& session) {
+    vetted = id;
+    so_far = session;
+    return absl::FailedPreconditionError("the LUN is another volume's");
+  };
+
+  EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_EQ(vetted, a->identity);
+  // What a crash at the vet would leave recorded: the path, and the identity its disk must still
+  // report before a cleanup deletes it.
+  EXPECT_EQ(iscsi::FromProto(so_far.identity()), a->identity);
+  ASSERT_EQ(so_far.paths_size(), 1);
+  EXPECT_EQ(so_far.paths(0).disk(), "sda");
+  EXPECT_TRUE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 1);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+}
+
+TEST(KernelTransportTest, AVetoedNewPathLeavesTheMapOfTheVolumeThatHasTheLun) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1, {3260, 3261}));  // Another volume's: a map over sda and sdb.
+  ASSERT_THAT(a, IsOk());
+  ASSERT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
+  host.new_disks_join_the_map = true;
+  AttachRequest second = Request(1, {3262});  // The same LUN through a portal `a` does not use.
+  second.vet_identity = [](const iscsi::LunIdentity&, const state::v1::SessionRecord&) {
+    return absl::FailedPreconditionError("the LUN is another volume's");
+  };
+
+  EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  EXPECT_THAT(host.commands, Contains(std::vector<std::string>{"multipathd", "del", "path", "sdc"}))
+      << "the new path leaves the map";
+  EXPECT_THAT(host.commands, Not(Contains(std::vector<std::string>{"multipath", "-f", "36000"})));
+  EXPECT_FALSE(host.DiskExists("sdc"));
+  EXPECT_TRUE(host.DiskExists("dm-0")) << "the other volume's map stays";
+  EXPECT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
+  EXPECT_EQ(host.Sessions(), 2);
+  EXPECT_TRUE(t.Health(a->session).healthy);
+}
+
+TEST(SameAddressTest, ComparesAddressesNotTheirSpelling) {
+  EXPECT_TRUE(iscsi::SameAddress("10.0.2.2", "10.0.2.2"));
+  EXPECT_FALSE(iscsi::SameAddress("10.0.2.2", "10.0.2.3"));
+  EXPECT_TRUE(iscsi::SameAddress("fd00::5", "fd00:0:0:0:0:0:0:5"));
+  EXPECT_TRUE(iscsi::SameAddress("fe80::1%eth0", "fe80::1"));
+  EXPECT_FALSE(iscsi::SameAddress("fe80::1", "fe80::2"));
+  EXPECT_FALSE(iscsi::SameAddress("example.com", "10.0.2.2"));
+}
+
+TEST(KernelTransportTest, TwoPortalsWithTheSameAddressAreInvalid) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  AttachRequest req = Request(1, {3260});
+  req.target.portals.push_back(
+      iscsi::Portal{"127.0.0.1", 3260});  // E.g. a host name and its address.
+
+  EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, ALunBackUnderAnotherNameIsNotHealthy) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+  state::v1::SessionRecord renamed = a->session;
+  renamed.mutable_paths(0)->set_disk("sdq");
+
+  const SessionHealth h = t.Health(renamed);
+
+  EXPECT_FALSE(h.healthy);
+  EXPECT_THAT(h.message, HasSubstr("now sda"));
+}
+
+TEST(KernelTransportTest, DetachDeletesAScsiDeviceWithoutBlockDeviceAndLogsOut) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  auto a = t.Attach(Request(1));
+  ASSERT_THAT(a, IsOk());
+  host.DropBlockDevice(1);
+
+  ASSERT_THAT(t.Detach(a->session), IsOk());
+
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+TEST(KernelTransportTest, PreparedRecordUndoesACutShortAttach) {
+  FakeHost host;
+  KernelTransport t(host.Options());
+  state::v1::SessionRecord prepared;
+  t.Prepare(Request(1), &prepared);
+  ASSERT_THAT(t.Attach(Request(1)), IsOk());  // As if the agent died right after.
+
+  ASSERT_THAT(t.Detach(prepared), IsOk());
+
+  EXPECT_FALSE(host.DiskExists("sda"));
+  EXPECT_EQ(host.Sessions(), 0);
+}
+
+}  // namespace
+}  // namespace stagehand::transport::kernel

@@ -1,0 +1,119 @@
+#pragma once
+
+// The seam between the node service and whatever turns an iSCSI LUN into a local block device.
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "iscsi/lun_capacity.h"
+#include "iscsi/lun_identity.h"
+#include "iscsi/target_spec.h"
+#include "proto/state.pb.h"
+
+namespace stagehand::transport {
+
+struct AttachRequest {
+  iscsi::TargetSpec target;
+  std::string initiator_name;
+  std::string runtime_dir;  // Private to this volume; created by the transport.
+  std::string volume_id;    // For the session's status and metrics (not a secret).
+  // The volume is staged for reading only (a reader-only access mode): a transport that can
+  // expose the LUN read-only (the userspace transport's loop device) does so.
+  bool read_only = false;
+  // Seconds I/O waits for a lost connection before it fails with EIO (reconnects go on).
+  uint32_t replacement_timeout_seconds = 120;
+  // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
+  // block device, and with the session record as it stands then (what Detach needs to undo the
+  // attach so far, the identity it must find before it deletes a disk included): the caller
+  // persists both before it accepts. An error fails the attach with that status, and the
+  // transport undoes only what this attach made (never a session or device that was there
+  // before).
+  std::function<absl::Status(const iscsi::LunIdentity&, const state::v1::SessionRecord& so_far)>
+      vet_identity;
+};
+
+// The block device of a session record ("/dev/loop3", "/dev/sdb", "/dev/mapper/3600…").
+inline const std::string& DeviceOf(const state::v1::SessionRecord& session) {
+  return session.device().empty() ? session.loop_device() : session.device();
+}
+
+struct Attachment {
+  std::string device;  // "/dev/loop3", "/dev/sdb", "/dev/mapper/3600…"
+  iscsi::LunIdentity identity;
+  iscsi::LunCapacity capacity;
+  state::v1::SessionRecord session;  // What Detach and Health need, to be persisted.
+};
+
+struct SessionHealth {
+  bool healthy = false;
+  bool identity_changed = false;
+  // Why it is not healthy; when healthy, non-empty means degraded (fewer paths than portals).
+  std::string message;
+  // CamelCase, for machines: "SessionGone", "SessionRestarting" (a successor is being started),
+  // "SessionStopped", "SessionReconnecting",
+  // "ReplacementTimeoutPassed" (reconnecting, and I/O fails meanwhile),
+  // "SessionDown", "LunIdentityChanged", "LunCapacityShrunk", "LoopDeviceGone",
+  // "FuseConnectionAborted", "LoopDeviceDetaching" and "MultipathDegraded" (both degraded);
+  // empty when healthy and not degraded.
+  std::string reason;
+};
+
+// What serves a session now, for people (stagehandctl agent volumes).
+struct SessionDescription {
+  std::string transport;  // "userspace", "kernel".
+  int pid = 0;            // The process serving it; 0 when none (or the kernel).
+  std::string build;      // Its build (GNU build ID).
+  bool outdated = false;  // Another build than the transport's own.
+  std::string fuse_mode;  // "classic" or "io_uring"; empty for the kernel.
+  // Marked PR_SET_IO_FLUSHER (its allocations never wait on writeback, which may be its own).
+  bool io_flusher = false;
+};
+
+// Thread-safe: the node service calls it from its gRPC threads, for different volumes at once
+// (never two calls for the same volume: the node service holds that volume's lock). The
+// userspace transport keeps no shared state (each session is its own process); the kernel
+// transport serialises attach, detach and capacity refresh internally.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Fills in, before any side effect, what Detach needs to undo an Attach of `request` that was
+  // cut short (a crash half-way): the record is persisted, then Attach runs.
+  virtual void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) = 0;
+
+  // Logs in, checks the LUN identity against the request, and exposes the LUN as a block device.
+  // Leaves nothing behind on failure. Unauthenticated (CHAP), NotFound (target/LUN),
+  // Unavailable (portal), FailedPrecondition (identity mismatch).
+  virtual absl::StatusOr<Attachment> Attach(const AttachRequest& request) = 0;
+
+  // Removes the block device and ends the session. Idempotent: OK when already gone.
+  virtual absl::Status Detach(const state::v1::SessionRecord& session) = 0;
+
+  // Reads the LUN's capacity again (after the target grew it) and resizes the block device to
+  // match. Returns the new size in bytes. Unavailable when the session is not running.
+  virtual absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) = 0;
+
+  // Reports whether the session is alive and still talking to the same LUN.
+  virtual SessionHealth Health(const state::v1::SessionRecord& session) = 0;
+
+  // What serves the session now.
+  virtual SessionDescription Describe(const state::v1::SessionRecord& session) {
+    (void)session;
+    return {};
+  }
+
+  // Hands the session to a process of the transport's own build when another build serves it
+  // (an upgrade), leaving the mount, the device and the filesystem in place: the caller
+  // persists the returned record. nullopt when there is nothing to replace; Unavailable when it
+  // cannot be replaced now (reconnecting: ask again later). On failure the old process serves
+  // on.
+  virtual absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
+      const state::v1::SessionRecord& session) {
+    (void)session;
+    return std::nullopt;
+  }
+};
+
+}  // namespace stagehand::transport

@@ -1,0 +1,612 @@
+#include "transport/userspace/userspace_transport.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <optional>
+#include <vector>
+
+#include <absl/cleanup/cleanup.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
+
+#include "base/build_id.h"
+#include "base/dir_watch.h"
+#include "base/file_io.h"
+#include "base/paths.h"
+#include "base/process.h"
+#include "base/unique_fd.h"
+#include "iscsi/state_conversions.h"
+#include "session/protocol.h"
+#include "transport/userspace/loop_device.h"
+
+namespace stagehand::transport::userspace {
+namespace {
+
+using state::v1::SessionConfig;
+using state::v1::SessionRecord;
+using state::v1::SessionStatus;
+
+// The process serving a session now: the one its status file names (a successor writes its own
+// pid there when it takes over), else the one recorded at attach. pid 0 when none runs.
+struct Worker {
+  int pid = 0;
+  uint64_t start_time = 0;
+  std::optional<SessionStatus> status;  // The status file, when readable.
+};
+
+Worker CurrentWorker(const SessionRecord& session) {
+  Worker w;
+  if (auto status = session::ReadStatus(session.runtime_dir()); status.ok()) {
+    w.status = std::move(*status);
+  }
+  if (w.status && w.status->pid() > 0 && w.status->start_time() != 0 &&
+      IsSameProcessAlive(w.status->pid(), w.status->start_time())) {
+    w.pid = w.status->pid();
+    w.start_time = w.status->start_time();
+  } else if (session.pid() > 0 && IsSameProcessAlive(session.pid(), session.start_time())) {
+    w.pid = session.pid();
+    w.start_time = session.start_time();
+  }
+  return w;
+}
+
+// `session` with the supervisor the status file names: the last process to serve wrote it (a
+// successor of an upgrade whose record was not saved yet, after a crash of the agent, runs
+// under another unit or keeper than the record says).
+SessionRecord WithCurrentSupervisor(SessionRecord session,
+                                    const std::optional<SessionStatus>& status) {
+  if (status) {
+    if (!status->unit().empty()) {
+      session.set_unit(status->unit());
+    }
+    if (status->keeper_pid() > 0) {
+      session.set_keeper_pid(status->keeper_pid());
+      session.set_keeper_start_time(status->keeper_start_time());
+    }
+  }
+  return session;
+}
+
+// One session process's data path, for the stall detector (a new process is a new data path).
+std::string StallKey(const SessionRecord& session, int pid) {
+  return absl::StrCat(session.runtime_dir(), "@", pid);
+}
+
+std::string SelfExe() {
+  std::array<char, PATH_MAX> buf{};
+  ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : "/proc/self/exe";
+}
+
+int PidfdOpen(int pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+// Waits up to `timeout` for `pid` to exit. True if it did (or never existed).
+bool WaitForExit(int pid, std::chrono::milliseconds timeout) {
+  UniqueFd pidfd(PidfdOpen(pid));
+  if (!pidfd) {
+    return errno == ESRCH;
+  }
+  pollfd pfd{pidfd.Get(), POLLIN, 0};
+  int n = 0;
+  do {
+    n = poll(&pfd, 1, static_cast<int>(timeout.count()));
+  } while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+// Reads the session's framed first status from the ready pipe. Empty when the pipe closed first
+// (the process died before reporting).
+absl::StatusOr<std::string> ReadReadyMessage(int fd, std::chrono::milliseconds timeout) {
+  std::string buffer;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (auto message = session::UnframeReadyMessage(buffer)) {
+      return *message;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return absl::DeadlineExceededError("session process did not report readiness in time");
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    int n = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (n <= 0) {
+      continue;  // EINTR or timeout: the deadline check above decides.
+    }
+    std::array<char, 4096> buf{};
+    ssize_t r = read(fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r <= 0) {
+      return std::string();
+    }
+    buffer.append(buf.data(), static_cast<size_t>(r));
+  }
+}
+
+void KillAndWait(int pid, uint64_t start_time, std::chrono::seconds timeout) {
+  if (pid <= 0 || !IsSameProcessAlive(pid, start_time)) {
+    return;
+  }
+  kill(pid, SIGTERM);
+  if (!WaitForExit(pid, timeout)) {
+    kill(pid, SIGKILL);
+    (void)WaitForExit(pid, std::chrono::seconds(5));
+  }
+}
+
+bool IsMountPoint(const std::string& path) {
+  auto text = ReadFileToString("/proc/self/mountinfo");
+  if (!text.ok()) {
+    return false;
+  }
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+    if (fields.size() > 4 && fields[4] == path) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string UserspaceTransport::DefaultBinary() {
+  // The lean session binary installed next to ours; else ourselves in the session role.
+  const std::string self = SelfExe();
+  const std::string lean = JoinPath(ParentDir(self), "stagehand-session");
+  return access(lean.c_str(), X_OK) == 0 ? lean : self;
+}
+
+UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
+    : options_(std::move(options)), stalls_(options_.stall_timeout) {
+  if (options_.binary.empty()) {
+    options_.binary = DefaultBinary();
+  }
+  session_build_ = FileBuildId(options_.binary).value_or("");
+  if (options_.command.empty()) {
+    // `stagehand-session` ignores its arguments; `stagehand` needs "__session" to take the role.
+    options_.command = {options_.binary, "__session"};
+  }
+  if (!options_.launcher) {
+    options_.launcher = MakeDetachedLauncher();
+  }
+}
+
+void UserspaceTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
+  session->set_runtime_dir(request.runtime_dir);
+  session->set_fuse_mount(session::RuntimePath(request.runtime_dir, session::kMountDir));
+}
+
+absl::StatusOr<SessionStatus> UserspaceTransport::Launch(SessionConfig config,
+                                                         const std::string& description,
+                                                         SessionRecord* record) {
+  SessionLaunch launch;
+  launch.argv = options_.command;
+  launch.unit_name = SessionUnitName(record->runtime_dir(), record->generation());
+  launch.description = description;
+  launch.watchdog = options_.session_watchdog;
+  if (options_.launcher->Name() == "systemd") {
+    record->set_unit(launch.unit_name);
+    config.set_unit(launch.unit_name);
+  }
+  std::array<int, 2> cfg{};
+  std::array<int, 2> ready{};
+  if (pipe2(cfg.data(), O_CLOEXEC) != 0 || pipe2(ready.data(), O_CLOEXEC) != 0) {
+    return ErrnoStatus(errno, "pipe2");
+  }
+  UniqueFd cfg_read(cfg[0]), cfg_write(cfg[1]), ready_read(ready[0]), ready_write(ready[1]);
+  // The config (with secrets) goes through the pipe, never argv or a file. It is far smaller
+  // than the pipe buffer, so writing before the child runs cannot block.
+  const std::string serialized = config.SerializeAsString();
+  if (write(cfg_write.Get(), serialized.data(), serialized.size()) !=
+      static_cast<ssize_t>(serialized.size())) {
+    return ErrnoStatus(errno, "write session config");
+  }
+  cfg_write.Reset();
+  launch.stdin_fd = cfg_read.Get();
+  launch.stdout_fd = ready_write.Get();
+  SH_RETURN_IF_ERROR(options_.launcher->Launch(launch));
+  cfg_read.Reset();
+  ready_write.Reset();
+
+  SH_ASSIGN_OR_RETURN(std::string raw, ReadReadyMessage(ready_read.Get(), options_.start_timeout));
+  SessionStatus status;
+  if (raw.empty() || !status.ParseFromString(raw)) {
+    return absl::InternalError(
+        record->unit().empty()
+            ? std::string("session process exited without reporting its state")
+            : absl::StrCat("session process exited without reporting its state (see journalctl "
+                           "-u ",
+                           record->unit(), ")"));
+  }
+  return status;
+}
+
+absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& request) {
+  SH_RETURN_IF_ERROR(MakeDirs(request.runtime_dir, 0700));
+  SessionConfig config;
+  for (const auto& p : request.target.portals) {
+    iscsi::ToProto(p, config.add_portals());
+  }
+  config.set_iqn(request.target.iqn);
+  config.set_lun(request.target.lun);
+  config.set_initiator_name(request.initiator_name);
+  if (request.target.session_chap) {
+    config.set_chap_user(request.target.session_chap->user);
+    config.set_chap_secret(request.target.session_chap->secret);
+    config.set_chap_user_in(request.target.session_chap->user_in);
+    config.set_chap_secret_in(request.target.session_chap->secret_in);
+  }
+  config.set_runtime_dir(request.runtime_dir);
+  config.set_volume_id(request.volume_id);
+  config.set_replacement_timeout_seconds(request.replacement_timeout_seconds);
+  config.set_fuse_io_uring(options_.fuse_io_uring);
+  config.set_expected_wwn(request.target.expected_wwn);
+  config.set_expected_serial(request.target.expected_serial);
+
+  SessionRecord record;
+  record.set_runtime_dir(request.runtime_dir);
+  record.set_fuse_mount(session::RuntimePath(request.runtime_dir, session::kMountDir));
+  // From here on, any failure tears down what was started.
+  absl::Cleanup undo = [&] { (void)Detach(record); };
+  SH_ASSIGN_OR_RETURN(SessionStatus status,
+                      Launch(config,
+                             absl::StrCat("stagehand iSCSI session ", request.target.iqn, " lun ",
+                                          request.target.lun),
+                             &record));
+  record.set_pid(status.pid());
+  record.set_start_time(status.start_time() != 0 ? status.start_time()
+                                                 : ProcessStartTime(status.pid()));
+  record.set_keeper_pid(status.keeper_pid());
+  record.set_keeper_start_time(status.keeper_start_time());
+  if (status.state() != SessionStatus::UP) {
+    const auto code = static_cast<absl::StatusCode>(status.error_code());
+    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+                        status.message());
+  }
+  if (request.vet_identity) {
+    SH_RETURN_IF_ERROR(request.vet_identity(iscsi::FromProto(status.identity()), record));
+  }
+  record.set_lun_file(status.lun_file());
+  SH_ASSIGN_OR_RETURN(std::string device,
+                      AttachLoopDevice(status.lun_file(), status.block_size(), request.read_only));
+  record.set_loop_device(device);
+
+  Attachment a;
+  a.device = device;
+  a.identity = iscsi::FromProto(status.identity());
+  a.capacity.block_size = status.block_size();
+  a.capacity.blocks = status.block_size() == 0 ? 0 : status.capacity_bytes() / status.block_size();
+  a.session = record;
+  std::move(undo).Cancel();
+  return a;
+}
+
+absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
+  const Worker worker = CurrentWorker(recorded);
+  SessionRecord session = WithCurrentSupervisor(recorded, worker.status);
+  stalls_.Forget(StallKey(session, worker.pid));
+  // A crash between starting the session and persisting its record leaves only the runtime
+  // directory: its status file names the process (and its keeper) and the LUN file.
+  if (session.pid() == 0 && worker.status && worker.status->pid() > 0) {
+    const SessionStatus& status = *worker.status;
+    session.set_pid(status.pid());
+    // The start time it wrote itself; older sessions did not: take the live one's.
+    session.set_start_time(status.start_time() != 0 ? status.start_time()
+                                                    : ProcessStartTime(status.pid()));
+    session.set_lun_file(status.lun_file());
+    session.set_keeper_pid(status.keeper_pid());
+    session.set_keeper_start_time(status.keeper_start_time());
+  }
+  if (session.loop_device().empty() && !session.lun_file().empty()) {
+    auto found = FindLoopDevice(session.lun_file());
+    if (found.ok() && found->has_value()) {
+      session.set_loop_device(**found);
+    }
+  }
+  if (!session.loop_device().empty()) {
+    SH_RETURN_IF_ERROR(DetachLoopDevice(session.loop_device(), session.lun_file()));
+  }
+  // For good: first whoever would start the process again (its unit, its keeper), then the
+  // process. A supervisor that cannot be told matters only while no process runs (it may be
+  // about to start one over a mount that is going away); a running one stops on SIGTERM with a
+  // status of its own, which nobody restarts.
+  absl::Status told = options_.launcher->StopSupervisor(session);
+  if (!told.ok() && worker.pid == 0) {
+    return told;
+  }
+  KillAndWait(session.keeper_pid(), session.keeper_start_time(), options_.stop_timeout);
+  KillAndWait(worker.pid, worker.start_time, options_.stop_timeout);
+  if (!session.fuse_mount().empty() && IsMountPoint(session.fuse_mount())) {
+    // The session process died without unmounting: the FUSE mount is dead. Detach it.
+    if (umount2(session.fuse_mount().c_str(), MNT_DETACH) != 0 && errno != EINVAL &&
+        errno != ENOENT) {
+      return ErrnoStatus(errno,
+                         absl::StrCat("unmount dead FUSE mount '", session.fuse_mount(), "'"));
+    }
+  }
+  if (!session.runtime_dir().empty()) {
+    for (const char* name :
+         {session::kStatusFile, session::kStatusTempFile, session::kCountersFile}) {
+      (void)RemoveFileIfExists(session::RuntimePath(session.runtime_dir(), name));
+    }
+    if (!session.fuse_mount().empty()) {
+      rmdir(session.fuse_mount().c_str());
+    }
+    rmdir(session.runtime_dir().c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  if (worker.pid == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("no iSCSI session process runs for '", session.runtime_dir(), "'"));
+  }
+  SH_ASSIGN_OR_RETURN(SessionStatus before, session::ReadStatus(session.runtime_dir()));
+  // The session writes its status file (rename into place) when the refresh completes.
+  SH_ASSIGN_OR_RETURN(DirWatch watch, DirWatch::Create());
+  SH_RETURN_IF_ERROR(watch.Add(session.runtime_dir(), IN_MOVED_TO).status());
+  if (kill(worker.pid, SIGUSR1) != 0) {
+    return ErrnoStatus(errno, "signal the session process");
+  }
+  absl::StatusOr<SessionStatus> now = before;
+  const bool refreshed =
+      WaitUntil(watch, std::chrono::steady_clock::now() + options_.stop_timeout, [&] {
+        now = session::ReadStatus(session.runtime_dir());
+        return now.ok() && now->capacity_refreshes() > before.capacity_refreshes();
+      });
+  if (!refreshed) {
+    return absl::DeadlineExceededError("the session did not re-read the LUN capacity in time");
+  }
+  if (!session.loop_device().empty()) {
+    SH_RETURN_IF_ERROR(RefreshLoopCapacity(session.loop_device()));
+  }
+  return now->capacity_bytes();
+}
+
+namespace {
+
+// The volume's health from what its session process last wrote.
+SessionHealth FromStatus(const SessionStatus& status) {
+  SessionHealth h;
+  switch (status.state()) {
+    case SessionStatus::UP:
+      h.healthy = true;
+      break;
+    case SessionStatus::IDENTITY_MISMATCH:
+      h.identity_changed = true;
+      h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
+      h.reason = "LunIdentityChanged";
+      break;
+    case SessionStatus::CAPACITY_SHRUNK:
+      h.message =
+          absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
+      h.reason = "LunCapacityShrunk";
+      break;
+    case SessionStatus::FUSE_ABORTED:  // Written just before it exits.
+      h.message = status.message();
+      h.reason = "FuseConnectionAborted";
+      break;
+    default:
+      h.message = absl::StrCat("iSCSI session is down: ", status.message());
+      h.reason = status.state() != SessionStatus::RECONNECTING ? "SessionDown"
+                 : status.io_failing()                         ? "ReplacementTimeoutPassed"
+                                                               : "SessionReconnecting";
+      break;
+  }
+  return h;
+}
+
+// Whether the loop device still serves the session's LUN file; changes a healthy `h`.
+void CheckLoop(const SessionRecord& session, SessionHealth& h) {
+  if (!h.healthy || session.loop_device().empty()) {
+    return;
+  }
+  switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
+    case LoopAttachment::kAttached:
+      break;
+    case LoopAttachment::kDetaching:
+      h.message = absl::StrCat(
+          "loop device ", session.loop_device(),
+          " was detached behind stagehand's back (losetup -d) while in use: it works until "
+          "its last user closes it, then the volume has no device; unpublish and unstage the "
+          "volume, then stage it again");
+      h.reason = "LoopDeviceDetaching";
+      break;
+    case LoopAttachment::kGone:
+      h.healthy = false;
+      h.message = absl::StrCat("loop device ", session.loop_device(),
+                               " no longer serves the session's LUN file (detached behind "
+                               "stagehand's back?): I/O to the volume fails; unpublish and "
+                               "unstage the volume, then stage it again");
+      h.reason = "LoopDeviceGone";
+      break;
+  }
+}
+
+}  // namespace
+
+SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  const int pid = worker.pid != 0 ? worker.pid : session.pid();
+  if (worker.pid == 0) {
+    return Ended(session, worker.status, pid);
+  }
+  // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
+  // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
+  SessionHealth h;
+  if (const char state = ProcessState(pid); state == 'T' || state == 't') {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is stopped (",
+                             state == 'T' ? "by a signal" : "by a tracer",
+                             "): I/O to the volume waits until it continues (kill -CONT ", pid, ")",
+                             options_.session_watchdog.count() > 0
+                                 ? absl::StrCat(" or its watchdog replaces it (",
+                                                options_.session_watchdog.count(), " s)")
+                                 : "");
+    h.reason = "SessionStopped";
+    return h;
+  }
+  if (!worker.status) {
+    h.message = "iSCSI session status is unreadable";
+    h.reason = "SessionDown";
+    return h;
+  }
+  h = FromStatus(*worker.status);
+  CheckLoop(session, h);
+  CheckAnswering(session, pid, h);
+  return h;
+}
+
+SessionHealth UserspaceTransport::Ended(const SessionRecord& session,
+                                        const std::optional<SessionStatus>& last, int pid) {
+  SessionHealth h;
+  // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
+  if (last && last->state() == SessionStatus::FUSE_ABORTED) {
+    h.message = last->message();
+    h.reason = "FuseConnectionAborted";
+  } else if (options_.launcher->Supervised(WithCurrentSupervisor(session, last))) {
+    h.message = absl::StrCat("iSCSI session process ", pid,
+                             " ended; its successor is being started and takes over the "
+                             "volume's I/O (which waits meanwhile)");
+    h.reason = "SessionRestarting";
+  } else {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
+    h.reason = "SessionGone";
+  }
+  return h;
+}
+
+void UserspaceTransport::CheckAnswering(const SessionRecord& session, int pid, SessionHealth& h) {
+  if (!h.healthy) {
+    return;
+  }
+  // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
+  const auto counters =
+      session::ReadCounters(session::RuntimePath(session.runtime_dir(), session::kCountersFile));
+  const auto since =
+      counters.ok() ? session::SinceLastBeat(*counters, session::MonotonicNowNs()) : std::nullopt;
+  if (since && *since >= options_.heartbeat_timeout) {
+    h.healthy = false;
+    h.message = absl::StrCat("iSCSI session process ", pid,
+                             " runs but its loop has not turned for ", since->count() / 1000,
+                             " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
+                             "volume waits until it answers: check the process (its stack in "
+                             "/proc/",
+                             pid, "/task/*/stack)");
+    h.reason = "SessionNotAnswering";
+    return;
+  }
+  if (session.loop_device().empty()) {
+    return;
+  }
+  const auto activity = ReadLoopActivity(session.loop_device());
+  const auto waited = activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
+  if (waited) {
+    h.healthy = false;
+    h.message = absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
+                             activity->in_flight, " I/O request(s) waiting on ",
+                             session.loop_device(), " for ", waited->count() / 1000,
+                             " s (deadlocked or frozen?); I/O to the volume waits until it "
+                             "answers: check the process (its stack in /proc/",
+                             pid, "/task/*/stack)");
+    h.reason = "SessionNotAnswering";
+  }
+}
+
+SessionDescription UserspaceTransport::Describe(const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  SessionDescription d;
+  d.transport = iscsi::kTransportUserspace;
+  d.pid = worker.pid;
+  if (worker.status) {
+    d.build = worker.status->build();
+    d.fuse_mode = worker.status->fuse_mode().empty() ? "classic" : worker.status->fuse_mode();
+    d.io_flusher = worker.status->io_flusher();
+  }
+  d.outdated = worker.pid != 0 && !session_build_.empty() && d.build != session_build_;
+  return d;
+}
+
+absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
+    const SessionRecord& session) {
+  const Worker worker = CurrentWorker(session);
+  if (worker.pid == 0 || !worker.status || session_build_.empty() ||
+      worker.status->build() == session_build_) {
+    return std::nullopt;  // Nothing to replace.
+  }
+  if (worker.status->state() != SessionStatus::UP) {
+    return absl::UnavailableError(absl::StrCat(
+        "session process ", worker.pid, " is not serving now (",
+        SessionStatus::State_Name(worker.status->state()), "); it is replaced once it serves"));
+  }
+  if (worker.status->fuse_mode() == "io_uring") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session process ", worker.pid,
+        " takes FUSE requests over io_uring, which cannot be handed over (what its ring holds "
+        "would be lost); it serves on until the volume is unstaged"));
+  }
+  if (worker.status->handover_socket().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session process ", worker.pid,
+        " is of a build that cannot hand its volume over; it serves on until the volume is "
+        "unstaged"));
+  }
+  SessionRecord next = session;
+  next.set_generation(session.generation() + 1);
+  next.clear_unit();
+  next.clear_keeper_pid();
+  next.clear_keeper_start_time();
+  SessionConfig config;
+  config.set_take_over(true);
+  config.set_runtime_dir(session.runtime_dir());
+  config.set_volume_id(worker.status->volume_id());
+  auto status =
+      Launch(config, absl::StrCat("stagehand iSCSI session (upgrade) ", worker.status->volume_id()),
+             &next);
+  if (!status.ok() || status->state() != SessionStatus::UP) {
+    // The old process serves on; the new one (if it runs) goes.
+    if (status.ok()) {
+      next.set_keeper_pid(status->keeper_pid());
+      next.set_keeper_start_time(status->keeper_start_time());
+    }
+    (void)options_.launcher->StopSupervisor(next);
+    KillAndWait(next.keeper_pid(), next.keeper_start_time(), options_.stop_timeout);
+    if (status.ok()) {
+      KillAndWait(status->pid(), status->start_time(), options_.stop_timeout);
+    }
+    if (!status.ok()) {
+      return status.status();
+    }
+    const auto code = static_cast<absl::StatusCode>(status->error_code());
+    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+                        status->message());
+  }
+  next.set_pid(status->pid());
+  next.set_start_time(status->start_time());
+  next.set_keeper_pid(status->keeper_pid());
+  next.set_keeper_start_time(status->keeper_start_time());
+  // The old process has let go and ends by itself; wait for it so that nothing of it is left
+  // when this returns.
+  (void)WaitForExit(worker.pid, options_.stop_timeout);
+  return next;
+}
+
+}  // namespace stagehand::transport::userspace

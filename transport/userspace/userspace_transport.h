@@ -1,0 +1,81 @@
+#pragma once
+
+// The userspace transport: one session process per volume (libiscsi -> FUSE file), and a loop
+// device with direct I/O over the file. Session processes outlive the agent (transient systemd
+// units, or detached children), so the agent can crash, be killed or be upgraded without
+// breaking I/O.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/process.h"
+#include "transport/transport.h"
+#include "transport/userspace/session_launcher.h"
+#include "transport/userspace/stall_detector.h"
+
+namespace stagehand::transport::userspace {
+
+struct UserspaceTransportOptions {
+  // The session binary, run as `<binary> __session` (default: `stagehand-session` next to the
+  // running binary if present, else the running binary itself).
+  std::string binary;
+  // The full command instead of `<binary> __session` (a relocated bundle, see session_bundle.h).
+  std::vector<std::string> command;
+  // Who starts session processes (default: detached children).
+  std::shared_ptr<SessionLauncher> launcher;
+  std::chrono::seconds start_timeout{30};
+  std::chrono::seconds stop_timeout{10};
+  // Requests waiting on the session's loop device with none completed for this long, while its
+  // process runs and says UP, make it SessionNotAnswering (deadlocked, frozen).
+  std::chrono::milliseconds stall_timeout{std::chrono::seconds(30)};
+  // A session whose loop (which turns at least once a second) has not turned for this long,
+  // while its process runs and says UP, is SessionNotAnswering whether or not I/O waits on it.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  // A session process that sends no watchdog ping for this long (stopped, deadlocked: its loop
+  // pings every second) is killed by its manager and replaced; 0: never.
+  std::chrono::seconds session_watchdog{30};
+  // New sessions ask for FUSE over io_uring.
+  bool fuse_io_uring = false;
+};
+
+class UserspaceTransport : public Transport {
+ public:
+  explicit UserspaceTransport(UserspaceTransportOptions options);
+
+  // `stagehand-session` next to the running binary if present, else the running binary.
+  static std::string DefaultBinary();
+
+  void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) override;
+  absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
+  absl::Status Detach(const state::v1::SessionRecord& session) override;
+  absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
+  SessionHealth Health(const state::v1::SessionRecord& session) override;
+  SessionDescription Describe(const state::v1::SessionRecord& session) override;
+  absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
+      const state::v1::SessionRecord& session) override;
+
+  // The build of the session binary this transport starts (GNU build ID; empty if unknown).
+  const std::string& session_build() const { return session_build_; }
+
+ private:
+  // Health once the process serving `session` (`pid`) has ended; `last` is its status file.
+  SessionHealth Ended(const state::v1::SessionRecord& session,
+                      const std::optional<state::v1::SessionStatus>& last, int pid);
+  // Whether the running process still answers (heartbeat, I/O completing); changes a healthy
+  // `h`.
+  void CheckAnswering(const state::v1::SessionRecord& session, int pid, SessionHealth& h);
+  // Starts a session process with `config` and reads its first status; fills in `record`'s
+  // unit (under systemd) from its runtime dir and generation.
+  absl::StatusOr<state::v1::SessionStatus> Launch(state::v1::SessionConfig config,
+                                                  const std::string& description,
+                                                  state::v1::SessionRecord* record);
+
+  UserspaceTransportOptions options_;
+  std::string session_build_;
+  StallDetector stalls_;
+};
+
+}  // namespace stagehand::transport::userspace
