@@ -181,7 +181,7 @@ class AgentDaemon final : public Daemon {
   // The data path of the built-in driver.
   std::unique_ptr<transport::userspace::UserspaceTransport> userspace_transport_;
   std::unique_ptr<transport::kernel::KernelTransport> kernel_transport_;
-  std::unique_ptr<transport::TransportSet> transport_;
+  transport::Registry transport_;
   std::string session_launcher_;
   std::string default_transport_;
   mounter::LibmountMounter mounter_;
@@ -241,6 +241,7 @@ absl::Status AgentDaemon::StartTransports() {
   transport_options.stall_timeout = options_.session_stall_timeout;
   transport_options.session_watchdog = options_.session_watchdog;
   transport_options.fuse_io_uring = options_.fuse_io_uring;
+  transport_options.sessions_dir = JoinPath(options_.runtime_dir, "sessions");
   transport::userspace::SystemdLauncherOptions launcher_options;
   launcher_options.bus_address = options_.systemd_bus_address;
   SH_ASSIGN_OR_RETURN(transport_options.launcher, transport::userspace::MakeSessionLauncher(
@@ -275,8 +276,8 @@ absl::Status AgentDaemon::StartTransports() {
   default_transport_ = options_.iscsi_transport;
   if (default_transport_ == "auto") {
     default_transport_ =
-        kernel_available.ok() ? iscsi::kTransportKernel : iscsi::kTransportUserspace;
-  } else if (default_transport_ == iscsi::kTransportKernel && !kernel_available.ok()) {
+        kernel_available.ok() ? transport::kernel::kName : transport::userspace::kName;
+  } else if (default_transport_ == transport::kernel::kName && !kernel_available.ok()) {
     return In("--iscsi-transport=kernel", kernel_available);
   }
   if (kernel_available.ok()) {
@@ -285,9 +286,13 @@ absl::Status AgentDaemon::StartTransports() {
     Log().info("iSCSI transport: {} (kernel transport unavailable: {})", default_transport_,
                kernel_available);
   }
-  transport_ = std::make_unique<transport::TransportSet>(
-      *userspace_transport_, kernel_available.ok() ? kernel_transport_.get() : nullptr,
-      default_transport_, std::string(kernel_available.message()));
+  transport_.Add(*userspace_transport_);
+  if (kernel_available.ok()) {
+    transport_.Add(*kernel_transport_);
+  } else {
+    transport_.AddUnavailable(transport::kernel::kName, std::string(kernel_available.message()));
+  }
+  transport_.SetDefault(default_transport_);
   return absl::OkStatus();
 }
 
@@ -295,7 +300,7 @@ absl::Status AgentDaemon::StartCsiServer() {
   driver::NodeServiceOptions node_options;
   node_options.node_id = options_.node_id;
   node_options.max_volumes_per_node = options_.max_volumes_per_node;
-  node_options.userspace_default = default_transport_ == iscsi::kTransportUserspace;
+  node_options.userspace_default = default_transport_ == transport::userspace::kName;
   node_options.session_memory_bytes =
       driver::SessionMemoryBytes(options_.fuse_io_uring, static_cast<unsigned>(get_nprocs_conf()));
   node_options.replacement_timeout_seconds = options_.replacement_timeout;
@@ -303,7 +308,7 @@ absl::Status AgentDaemon::StartCsiServer() {
   node_options.state_dir = options_.state_dir;
   node_options.runtime_dir = options_.runtime_dir;
   node_ = std::make_unique<driver::NodeService>(
-      driver::NodeServiceDeps{*transport_, mounter_, probe_, nullptr, nullptr, nullptr},
+      driver::NodeServiceDeps{transport_, mounter_, probe_, nullptr, nullptr, nullptr},
       node_options);
   identity_ = std::make_unique<driver::IdentityService>(options_.driver_name, kVersion);
   // A socket file there is a stale one of a previous run: we hold its lock.
@@ -437,7 +442,7 @@ absl::Status AgentDaemon::StartAgentApi() {
 absl::Status AgentDaemon::StartMetrics() {
   collectable_ = std::make_shared<AgentCollectable>(reconciler_.get(),
                                                     options_.watch_plugins ? &registry_ : nullptr,
-                                                    JoinPath(options_.runtime_dir, "sessions"));
+                                                    [t = &transport_] { return t->Sessions(); });
   if (reconciler_) {
     StatsCollector::Options stats_options;
     stats_options.period = options_.stats_period;

@@ -4,6 +4,8 @@
 
 #include <absl/strings/str_cat.h>
 
+#include "transport/session_record.h"
+
 namespace stagehand::agent {
 namespace {
 
@@ -46,8 +48,7 @@ std::string ConditionOf(driver::NodeService& node, const StagedVolume& volume) {
 
 void FillDataPath(driver::NodeService& node, const StagedVolume& volume, v1::DataPath* out) {
   const transport::SessionDescription d = node.DescribeSession(volume);
-  out->set_transport(volume.session.transport().empty() ? std::string(iscsi::kTransportUserspace)
-                                                        : volume.session.transport());
+  out->set_transport(transport::TransportOf(volume.session));
   out->set_pid(d.pid);
   out->set_build(d.build);
   out->set_outdated(d.outdated);

@@ -14,10 +14,8 @@
 #include "base/file_io.h"
 #include "base/mutex.h"
 #include "base/paths.h"
-#include "proto/state.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
-#include "session/protocol.h"
 #include "standalone/csi_node_client.h"
 
 namespace stagehand::agent {
@@ -146,8 +144,8 @@ void OperationMetrics::CountReconcileError(const std::string& driver,
 }
 
 AgentCollectable::AgentCollectable(const reconciler::Reconciler* reconciler,
-                                   const registration::Registry* registry, std::string sessions_dir)
-    : reconciler_(reconciler), registry_(registry), sessions_dir_(std::move(sessions_dir)) {}
+                                   const registration::Registry* registry, SessionSource sessions)
+    : reconciler_(reconciler), registry_(registry), sessions_(std::move(sessions)) {}
 
 void AgentCollectable::SetVolumeHealth(std::vector<standalone::VolumeHealthSample> samples) {
   MutexLock lock(mu_);
@@ -211,53 +209,42 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
   std::map<std::string, int> by_state = {
       {"UP", 0}, {"RECONNECTING", 0}, {"STARTING", 0}, {"IDENTITY_MISMATCH", 0}, {"FAILED", 0}};
 
-  // Data-path counters, from the file each session process maps (iscsi/datapath_counters.h).
+  // Data-path counters, as the transport counts them.
+  using Counters = transport::SessionSample::Counters;
+
   struct CounterField {
-    uint64_t session::DataPathCounters::*field;
+    uint64_t Counters::*field;
     prometheus::MetricFamily family;
   };
 
   std::vector<CounterField> datapath;
-  datapath.push_back({&session::DataPathCounters::read_bytes,
-                      Counter("stagehand_datapath_read_bytes_total",
-                              "Bytes read through the volume's userspace iSCSI session")});
-  datapath.push_back({&session::DataPathCounters::write_bytes,
+  datapath.push_back(
+      {&Counters::read_bytes, Counter("stagehand_datapath_read_bytes_total",
+                                      "Bytes read through the volume's userspace iSCSI session")});
+  datapath.push_back({&Counters::write_bytes,
                       Counter("stagehand_datapath_written_bytes_total",
                               "Bytes written through the volume's userspace iSCSI session")});
-  datapath.push_back({&session::DataPathCounters::read_ops,
+  datapath.push_back({&Counters::read_ops,
                       Counter("stagehand_datapath_read_operations_total", "Completed reads")});
-  datapath.push_back({&session::DataPathCounters::write_ops,
+  datapath.push_back({&Counters::write_ops,
                       Counter("stagehand_datapath_write_operations_total", "Completed writes")});
-  datapath.push_back({&session::DataPathCounters::flush_ops,
-                      Counter("stagehand_datapath_flush_operations_total",
-                              "Completed cache flushes (SYNCHRONIZE CACHE)")});
   datapath.push_back(
-      {&session::DataPathCounters::io_errors,
+      {&Counters::flush_ops, Counter("stagehand_datapath_flush_operations_total",
+                                     "Completed cache flushes (SYNCHRONIZE CACHE)")});
+  datapath.push_back(
+      {&Counters::io_errors,
        Counter("stagehand_datapath_io_errors_total",
                "Requests answered with an I/O error after retries (the filesystem saw EIO)")});
   double reconnect_sum = 0;
-  if (DIR* d = opendir(sessions_dir_.c_str())) {
-    while (const dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') {
-        continue;
-      }
-      const std::string dir = JoinPath(sessions_dir_, e->d_name);
-      auto raw = ReadFileToString(JoinPath(dir, "status"));
-      state::v1::SessionStatus status;
-      if (!raw.ok() || !status.ParseFromString(*raw)) {
-        continue;
-      }
-      ++by_state[state::v1::SessionStatus::State_Name(status.state())];
-      reconnect_sum += static_cast<double>(status.reconnects());
-      auto counters = session::ReadCounters(JoinPath(dir, "counters"));
-      if (counters.ok()) {
-        const std::string volume = status.volume_id().empty() ? e->d_name : status.volume_id();
-        for (auto& c : datapath) {
-          Add(c.family, {{"volume_id", volume}}, static_cast<double>((*counters).*c.field));
-        }
+  for (const transport::SessionSample& s :
+       sessions_ ? sessions_() : std::vector<transport::SessionSample>{}) {
+    ++by_state[s.state];
+    reconnect_sum += static_cast<double>(s.reconnects);
+    if (s.counters) {
+      for (auto& c : datapath) {
+        Add(c.family, {{"volume_id", s.volume_id}}, static_cast<double>((*s.counters).*c.field));
       }
     }
-    closedir(d);
   }
   for (auto& c : datapath) {
     out.push_back(std::move(c.family));

@@ -31,6 +31,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "standalone/csi_node_client.h"
+#include "transport/transport.h"
 
 namespace prometheus {
 class Exposer;
@@ -67,8 +68,12 @@ class OperationMetrics final : public standalone::CallObserver {
 // no reconciler or registry); they must outlive the collectable.
 class AgentCollectable final : public prometheus::Collectable {
  public:
+  // The sessions of the built-in driver's transports (transport::Transport::Sessions); may be
+  // empty. Called at scrape time from the exposer's thread.
+  using SessionSource = std::function<std::vector<transport::SessionSample>()>;
+
   AgentCollectable(const reconciler::Reconciler* reconciler, const registration::Registry* registry,
-                   std::string sessions_dir);
+                   SessionSource sessions);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -85,14 +90,13 @@ class AgentCollectable final : public prometheus::Collectable {
   // One group of families each, appended to `out`.
   void CollectVolumes(std::vector<prometheus::MetricFamily>& out) const;
   void CollectPlugins(std::vector<prometheus::MetricFamily>& out) const;
-  // The userspace iSCSI sessions of the built-in driver and their data-path counters, from the
-  // files in the sessions directory.
+  // The sessions of the built-in driver and their data-path counters, from its transports.
   void CollectSessions(std::vector<prometheus::MetricFamily>& out) const;
   void CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const;
 
   const reconciler::Reconciler* reconciler_;
   const registration::Registry* registry_;
-  std::string sessions_dir_;
+  SessionSource sessions_;
   mutable Mutex mu_;
   std::vector<standalone::VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
   std::vector<standalone::VolumeHealthSample> health_ ABSL_GUARDED_BY(mu_);

@@ -10,7 +10,7 @@
 #include "base/status.h"
 #include "mounter/block_probe.h"
 #include "mounter/mounter.h"
-#include "transport/transport.h"
+#include "transport/registry.h"
 
 namespace stagehand::driver {
 
@@ -28,7 +28,8 @@ struct NodeServiceOptions {
 };
 
 struct NodeServiceDeps {
-  transport::Transport& transport;
+  // The node's transports; a volume goes to the one its context names, else the default.
+  transport::Registry& transport;
   mounter::Mounter& mounter;
   mounter::BlockProbe& probe;
   // mkfs and fsck; default to mounter::Format / mounter::Check.

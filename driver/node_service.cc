@@ -91,6 +91,7 @@ absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
   if (!target.ok()) {
     return target.status();
   }
+  SH_RETURN_IF_ERROR(deps_.transport.Chosen(ToMap(req.volume_context())).status());
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.staging_target_path(), "staging_target_path"));
 
   VolumeLocks::Guard guard(locks_, req.volume_id());

@@ -59,9 +59,10 @@ NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& st
                  saved);
     }
     ++round.replaced;
+    const transport::SessionDescription after = deps_.transport.Describe(volume.session);
     Log().info("upgrade volume='{}': session process {} (build {}) replaced by {} (build {})",
-               volume.volume_id, before.pid, before.build.substr(0, 12), volume.session.pid(),
-               deps_.transport.Describe(volume.session).build.substr(0, 12));
+               volume.volume_id, before.pid, before.build.substr(0, 12), after.pid,
+               after.build.substr(0, 12));
   }
   return round;
 }

@@ -13,7 +13,7 @@
 #include "iscsi/target_spec.h"
 #include "proto/csi.pb.h"
 #include "proto/state.pb.h"
-#include "transport/transport.h"
+#include "transport/session_record.h"
 
 namespace stagehand::driver {
 

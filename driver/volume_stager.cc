@@ -66,6 +66,10 @@ transport::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStage
                                                         const iscsi::TargetSpec& target) const {
   transport::AttachRequest attach;
   attach.target = target;
+  // Checked before the stage began (NodeService::Stage).
+  attach.transport =
+      deps_.transport.Chosen({req.volume_context().begin(), req.volume_context().end()})
+          .value_or("");
   attach.initiator_name = options_.initiator_name;
   attach.runtime_dir = SessionDir(req.volume_id());
   attach.volume_id = req.volume_id();
@@ -113,9 +117,10 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
   // transport hands over the identity it read before it exposes the LUN, and the record claims
   // it (saved under claims_mu_, so that two volumes staged at once cannot both have it).
   bool vetoed = false;  // The attach refused the LUN and undid what it made.
-  attach.vet_identity = [&](const iscsi::LunIdentity& identity,
+  attach.vet_identity = [&](const transport::Identity& identity,
                             const state::v1::SessionRecord& so_far) -> absl::Status {
-    absl::Status s = VetIdentity(volume, identity, so_far, previous, target);
+    absl::Status s =
+        VetIdentity(volume, std::get<iscsi::LunIdentity>(identity), so_far, previous, target);
     vetoed = !s.ok();
     return s;
   };
@@ -145,7 +150,7 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
   Log().debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
               elapsed_ms());
   volume.session = a.session;
-  volume.identity = a.identity;
+  volume.identity = std::get<iscsi::LunIdentity>(a.identity);
   volume.capacity_bytes = a.capacity.Bytes();
   SH_RETURN_IF_ERROR(WithContext(store_.Save(volume), "persist volume record"));
   if (cap.block) {

@@ -130,7 +130,7 @@ StagedVolume FromRecord(const VolumeRecord& r) {
                     .readonly = p.readonly(),
                     .mount_flags = {p.mount_flags().begin(), p.mount_flags().end()}});
   }
-  v.session = r.session();
+  v.session = transport::UpgradeSessionRecord(r.session());
   return v;
 }
 

@@ -249,13 +249,6 @@ absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::stri
   if (auto serial = Lookup(context, kExpectedSerialKey)) {
     spec.expected_serial = std::string(absl::StripAsciiWhitespace(*serial));
   }
-  if (auto transport = Lookup(context, kTransportKey)) {
-    if (*transport != kTransportKernel && *transport != kTransportUserspace) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'transport' value '", *transport, "' is not 'kernel' or 'userspace'"));
-    }
-    spec.transport = *transport;
-  }
   if (auto timeout = Lookup(context, kReplacementTimeoutKey)) {
     SH_ASSIGN_OR_RETURN(uint32_t seconds, ParseUint(*timeout, 86400, "'replacementTimeout'"));
     if (seconds == 0) {

@@ -39,7 +39,6 @@ struct TargetSpec {
   std::string expected_serial;  // Empty: unchecked.
   std::optional<ChapCredentials> session_chap;
   std::optional<ChapCredentials> discovery_chap;
-  std::string transport;  // kTransportKernel, kTransportUserspace, or "" (the node's default).
   // `replacementTimeout` in seconds (1..86400); unset: the node's default.
   std::optional<uint32_t> replacement_timeout_seconds;
 };
@@ -51,12 +50,7 @@ inline constexpr char kIqnKey[] = "iqn";
 inline constexpr char kLunKey[] = "lun";
 inline constexpr char kExpectedWwnKey[] = "expectedWWN";
 inline constexpr char kExpectedSerialKey[] = "expectedSerial";
-inline constexpr char kTransportKey[] = "transport";
 inline constexpr char kReplacementTimeoutKey[] = "replacementTimeout";
-
-// Transport names (volume_context `transport`, --iscsi-transport, SessionRecord.transport).
-inline constexpr char kTransportKernel[] = "kernel";
-inline constexpr char kTransportUserspace[] = "userspace";
 
 // Parses "host", "host:port", "[v6]" or "[v6]:port". InvalidArgument with a message that names
 // the bad value otherwise.

@@ -1,74 +1,122 @@
 #include "transport/registry.h"
 
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
+
+#include "transport/session_record.h"
 
 namespace stagehand::transport {
 
-TransportSet::TransportSet(Transport& userspace, Transport* kernel, std::string default_transport,
-                           std::string kernel_unavailable)
-    : userspace_(userspace),
-      kernel_(kernel),
-      default_(std::move(default_transport)),
-      kernel_unavailable_(std::move(kernel_unavailable)) {}
-
-absl::StatusOr<Transport*> TransportSet::Pick(std::string_view name) {
-  if (name == iscsi::kTransportKernel) {
-    if (kernel_ == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the kernel iSCSI transport is not available on this node: ", kernel_unavailable_));
-    }
-    return kernel_;
-  }
-  return &userspace_;  // "userspace", and "" in records written before there were two.
+void Registry::Add(Transport& transport) {
+  usable_[std::string(transport.Name())] = &transport;
 }
 
-void TransportSet::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
-  const std::string name = request.target.transport.empty() ? default_ : request.target.transport;
-  if (auto t = Pick(name); t.ok()) {
+void Registry::AddUnavailable(std::string name, std::string why) {
+  unusable_[std::move(name)] = std::move(why);
+}
+
+void Registry::SetDefault(std::string name) {
+  default_ = std::move(name);
+}
+
+std::vector<std::string> Registry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : usable_) {
+    names.push_back(name);
+  }
+  for (const auto& [name, why] : unusable_) {
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<std::string> Registry::Chosen(
+    const std::map<std::string, std::string>& context) const {
+  auto it = context.find(kTransportKey);
+  if (it == context.end() || it->second.empty()) {
+    return std::string();
+  }
+  if (!usable_.contains(it->second) && !unusable_.contains(it->second)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", kTransportKey, "' value '", it->second,
+                                                   "' is not a transport (",
+                                                   absl::StrJoin(Names(), ", "), ")"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<Transport*> Registry::Find(std::string_view name) const {
+  if (auto it = usable_.find(name); it != usable_.end()) {
+    return it->second;
+  }
+  if (auto it = unusable_.find(name); it != unusable_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the ", std::string(name), " transport is not available on this node: ", it->second));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("no transport is named '", std::string(name),
+                                                 "' (", absl::StrJoin(Names(), ", "), ")"));
+}
+
+absl::StatusOr<Transport*> Registry::For(const state::v1::SessionRecord& session) const {
+  return Find(TransportOf(session));
+}
+
+void Registry::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
+  // An unusable transport prepares nothing: its Attach fails before any side effect.
+  if (auto t = Find(request.transport.empty() ? default_ : request.transport); t.ok()) {
     (*t)->Prepare(request, session);
   }
-  session->set_transport(name);
 }
 
-absl::StatusOr<Attachment> TransportSet::Attach(const AttachRequest& request) {
-  const std::string name = request.target.transport.empty() ? default_ : request.target.transport;
-  SH_ASSIGN_OR_RETURN(Transport * t, Pick(name));
-  SH_ASSIGN_OR_RETURN(Attachment a, t->Attach(request));
-  a.session.set_transport(name);
-  return a;
+absl::StatusOr<Attachment> Registry::Attach(const AttachRequest& request) {
+  SH_ASSIGN_OR_RETURN(Transport * t,
+                      Find(request.transport.empty() ? default_ : request.transport));
+  return t->Attach(request);
 }
 
-absl::Status TransportSet::Detach(const state::v1::SessionRecord& session) {
-  if (session.transport() == iscsi::kTransportKernel && kernel_ == nullptr &&
-      session.paths().empty()) {
-    return absl::OkStatus();  // A kernel attach that never started here: nothing to undo.
+absl::Status Registry::Detach(const state::v1::SessionRecord& session) {
+  if (session.kind_case() == state::v1::SessionRecord::KIND_NOT_SET) {
+    return absl::OkStatus();  // An attach that never got as far as a record: nothing to undo.
   }
-  SH_ASSIGN_OR_RETURN(Transport * t, Pick(session.transport()));
+  SH_ASSIGN_OR_RETURN(Transport * t, For(session));
   return t->Detach(session);
 }
 
-absl::StatusOr<uint64_t> TransportSet::RefreshCapacity(const state::v1::SessionRecord& session) {
-  SH_ASSIGN_OR_RETURN(Transport * t, Pick(session.transport()));
+absl::StatusOr<uint64_t> Registry::RefreshCapacity(const state::v1::SessionRecord& session) {
+  SH_ASSIGN_OR_RETURN(Transport * t, For(session));
   return t->RefreshCapacity(session);
 }
 
-SessionHealth TransportSet::Health(const state::v1::SessionRecord& session) {
-  auto t = Pick(session.transport());
+SessionHealth Registry::Health(const state::v1::SessionRecord& session) {
+  auto t = For(session);
   if (!t.ok()) {
-    return SessionHealth{false, false, std::string(t.status().message()), "SessionDown"};
+    SessionHealth h;
+    h.message = std::string(t.status().message());
+    h.reason = "SessionDown";
+    return h;
   }
   return (*t)->Health(session);
 }
 
-SessionDescription TransportSet::Describe(const state::v1::SessionRecord& session) {
-  auto t = Pick(session.transport());
+SessionDescription Registry::Describe(const state::v1::SessionRecord& session) {
+  auto t = For(session);
   return t.ok() ? (*t)->Describe(session) : SessionDescription{};
 }
 
-absl::StatusOr<std::optional<state::v1::SessionRecord>> TransportSet::Upgrade(
+absl::StatusOr<std::optional<state::v1::SessionRecord>> Registry::Upgrade(
     const state::v1::SessionRecord& session) {
-  SH_ASSIGN_OR_RETURN(Transport * t, Pick(session.transport()));
+  SH_ASSIGN_OR_RETURN(Transport * t, For(session));
   return t->Upgrade(session);
+}
+
+std::vector<SessionSample> Registry::Sessions() {
+  std::vector<SessionSample> all;
+  for (const auto& [name, t] : usable_) {
+    for (SessionSample& s : t->Sessions()) {
+      all.push_back(std::move(s));
+    }
+  }
+  return all;
 }
 
 }  // namespace stagehand::transport

@@ -1,10 +1,16 @@
 #pragma once
 
-// The seam between the node service and whatever turns an iSCSI LUN into a local block device.
+// The seam between the built-in driver and whatever turns a volume's target into a local block
+// device. A transport speaks one protocol (iSCSI today) and keeps what it needs to undo, check
+// and describe an attachment in its kind of session record (transport/session_record.h).
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
 
 #include "base/status.h"
 #include "iscsi/lun_capacity.h"
@@ -14,8 +20,17 @@
 
 namespace stagehand::transport {
 
+// A volume's target, one alternative per protocol; a transport refuses the protocols it does
+// not speak (InvalidArgument).
+using Target = std::variant<iscsi::TargetSpec>;
+
+// What a logical unit says it is, as its protocol reports it, one alternative per protocol.
+using Identity = std::variant<iscsi::LunIdentity>;
+
 struct AttachRequest {
-  iscsi::TargetSpec target;
+  Target target;
+  // The transport to use (Registry: "" is the node's default).
+  std::string transport;
   std::string initiator_name;
   std::string runtime_dir;  // Private to this volume; created by the transport.
   std::string volume_id;    // For the session's status and metrics (not a secret).
@@ -30,18 +45,12 @@ struct AttachRequest {
   // persists both before it accepts. An error fails the attach with that status, and the
   // transport undoes only what this attach made (never a session or device that was there
   // before).
-  std::function<absl::Status(const iscsi::LunIdentity&, const state::v1::SessionRecord& so_far)>
-      vet_identity;
+  std::function<absl::Status(const Identity&, const state::v1::SessionRecord& so_far)> vet_identity;
 };
-
-// The block device of a session record ("/dev/loop3", "/dev/sdb", "/dev/mapper/3600…").
-inline const std::string& DeviceOf(const state::v1::SessionRecord& session) {
-  return session.device().empty() ? session.loop_device() : session.device();
-}
 
 struct Attachment {
   std::string device;  // "/dev/loop3", "/dev/sdb", "/dev/mapper/3600…"
-  iscsi::LunIdentity identity;
+  Identity identity;
   iscsi::LunCapacity capacity;
   state::v1::SessionRecord session;  // What Detach and Health need, to be persisted.
 };
@@ -62,13 +71,35 @@ struct SessionHealth {
 
 // What serves a session now, for people (stagehandctl agent volumes).
 struct SessionDescription {
-  std::string transport;  // "userspace", "kernel".
+  std::string transport;  // Its transport's name.
   int pid = 0;            // The process serving it; 0 when none (or the kernel).
   std::string build;      // Its build (GNU build ID).
   bool outdated = false;  // Another build than the transport's own.
   std::string fuse_mode;  // "classic" or "io_uring"; empty for the kernel.
   // Marked PR_SET_IO_FLUSHER (its allocations never wait on writeback, which may be its own).
   bool io_flusher = false;
+};
+
+// A session as metrics show it, from what the transport keeps beside it (never I/O to the LUN).
+struct SessionSample {
+  std::string transport;
+  std::string volume_id;
+  // The session's state as its process last wrote it: "UP", "RECONNECTING", "STARTING",
+  // "IDENTITY_MISMATCH", "FAILED", "CAPACITY_SHRUNK", "FUSE_ABORTED".
+  std::string state;
+  uint64_t reconnects = 0;
+
+  // The data path's counters since its process started, where the transport counts them.
+  struct Counters {
+    uint64_t read_ops = 0;
+    uint64_t read_bytes = 0;
+    uint64_t write_ops = 0;
+    uint64_t write_bytes = 0;
+    uint64_t flush_ops = 0;
+    uint64_t io_errors = 0;  // Requests answered with EIO after retries.
+  };
+
+  std::optional<Counters> counters;
 };
 
 // Thread-safe: the node service calls it from its gRPC threads, for different volumes at once
@@ -79,13 +110,18 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
+  // The transport's name ("userspace", "kernel"): what a volume context's `transport` says, and
+  // the name of its kind of session record.
+  virtual std::string_view Name() const = 0;
+
   // Fills in, before any side effect, what Detach needs to undo an Attach of `request` that was
   // cut short (a crash half-way): the record is persisted, then Attach runs.
   virtual void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) = 0;
 
   // Logs in, checks the LUN identity against the request, and exposes the LUN as a block device.
   // Leaves nothing behind on failure. Unauthenticated (CHAP), NotFound (target/LUN),
-  // Unavailable (portal), FailedPrecondition (identity mismatch).
+  // Unavailable (portal), FailedPrecondition (identity mismatch), InvalidArgument (a target of
+  // a protocol it does not speak).
   virtual absl::StatusOr<Attachment> Attach(const AttachRequest& request) = 0;
 
   // Removes the block device and ends the session. Idempotent: OK when already gone.
@@ -114,6 +150,9 @@ class Transport {
     (void)session;
     return std::nullopt;
   }
+
+  // Every session it serves on this node, for metrics. Never blocks on a session.
+  virtual std::vector<SessionSample> Sessions() { return {}; }
 };
 
 }  // namespace stagehand::transport

@@ -26,7 +26,7 @@ class NodeServiceTest : public ::testing::Test {
     NodeServiceOptions options = PlainOptions();
     options.max_volumes_per_node = 2;
     options.initiator_name = "iqn.2026-11.dev.stagehand:test";
-    NodeServiceDeps deps{transport_,
+    NodeServiceDeps deps{transport_.AsRegistry(),
                          mounter_,
                          probe_,
                          [this](const std::string& d, std::string_view fs) {

@@ -199,7 +199,7 @@ TEST_F(NodeServiceTest, OnlyTheVolumeThatStartedAFormatOnThisLunMayFinishIt) {
   const mounter::ProbeResult half_made{mounter::ProbeResult::Kind::kNotZeroed, "", ""};
   bool kill_mkfs = true;
   NodeService service(
-      {transport_, mounter_, probe_,
+      {transport_.AsRegistry(), mounter_, probe_,
        [&](const std::string& d, std::string_view fs) {
          if (std::exchange(kill_mkfs, false)) {
            return absl::UnavailableError("mkfs.ext4 killed by signal 9");
@@ -255,7 +255,7 @@ TEST_F(NodeServiceTest, AFailedRestageKeepsTheIdentityItStaged) {
 TEST_F(NodeServiceTest, AnUnstageDropsTheRecordOfAnUnfinishedFormat) {
   bool kill_mkfs = true;
   NodeService service(
-      {transport_, mounter_, probe_,
+      {transport_.AsRegistry(), mounter_, probe_,
        [&](const std::string&, std::string_view) {
          return std::exchange(kill_mkfs, false)
                     ? absl::UnavailableError("mkfs.ext4 killed by signal 9")

@@ -266,7 +266,7 @@ TEST_F(NodeServiceTest, TheIdentityIsPersistedBeforeTheLunIsExposed) {
   ASSERT_TRUE(mid_attach.has_value());
   EXPECT_EQ(mid_attach->phase, StagedVolume::Phase::kStaging);
   EXPECT_EQ(mid_attach->identity.designators.at(0), "naa.60000000000000000e00000000010001");
-  EXPECT_EQ(mid_attach->session.pid(), 1001)
+  EXPECT_EQ(mid_attach->session.userspace().pid(), 1001)
       << "the session as the transport had it then: a teardown after a crash here undoes it";
 }
 

@@ -71,8 +71,8 @@ TEST_F(VolumeStoreTest, EveryFieldSurvivesTheRecord) {
   v.formatted_by_us = true;
   v.publications = {{.target_path = "/p/1", .readonly = true, .mount_flags = {"noatime"}},
                     {.target_path = "/p/2", .readonly = false, .mount_flags = {}}};
-  v.session.set_pid(42);
-  v.session.set_loop_device("/dev/loop7");
+  v.session.mutable_userspace()->set_pid(42);
+  v.session.mutable_userspace()->set_loop_device("/dev/loop7");
 
   ASSERT_THAT(store.Save(v), IsOk());
   auto loaded = store.Load("v1");
@@ -96,7 +96,7 @@ TEST_F(VolumeStoreTest, EveryFieldSurvivesTheRecord) {
   EXPECT_TRUE(got.publications[0].readonly);
   EXPECT_EQ(got.publications[0].mount_flags, std::vector<std::string>{"noatime"});
   EXPECT_EQ(got.publications[1].target_path, "/p/2");
-  EXPECT_EQ(got.session.pid(), 42);
+  EXPECT_EQ(got.session.userspace().pid(), 42);
   EXPECT_EQ(got.Device(), "/dev/loop7");
   // Enums by name, never by ordinal.
   auto text = ReadFileToString(store.PathFor("v1"));
@@ -106,7 +106,8 @@ TEST_F(VolumeStoreTest, EveryFieldSurvivesTheRecord) {
 }
 
 // A record as earlier versions wrote it (the identity also inside the session record, where the
-// kernel transport keeps what its disks must report) reads as it did.
+// kernel transport keeps what its disks must report; both transports' fields in one flat session
+// record) reads as it did, its session as the kernel kind.
 TEST_F(VolumeStoreTest, ReadsTheRecordsEarlierVersionsWrote) {
   VolumeStore store(dir_);
   ASSERT_THAT(MakeDirs(dir_, 0700), IsOk());
@@ -135,10 +136,44 @@ TEST_F(VolumeStoreTest, ReadsTheRecordsEarlierVersionsWrote) {
   EXPECT_EQ(v.portals, (std::vector<iscsi::Portal>{{"127.0.0.1", 3260}}));
   EXPECT_EQ(v.identity.serial, "beaf11");
   EXPECT_EQ(v.Device(), "/dev/sdb");
-  EXPECT_EQ(v.session.identity().serial(), "beaf11") << "the transport's own copy is kept";
+  EXPECT_EQ(v.session.kernel().identity().serial(), "beaf11") << "the transport's own copy is kept";
+  EXPECT_EQ(v.session.kernel().paths(0).disk(), "sdb");
+  EXPECT_EQ(v.session.transport(), "") << "the flat fields are cleared";
   EXPECT_EQ(v.capacity_bytes, 67108864u);
   ASSERT_EQ(v.publications.size(), 1u);
   EXPECT_EQ(v.publications[0].target_path, "/p/9");
+}
+
+// A userspace session as earlier versions recorded it (flat fields, no transport named) reads as
+// the userspace kind, so that unstage finds its process, keeper and loop device.
+TEST_F(VolumeStoreTest, ReadsTheUserspaceSessionsEarlierVersionsWrote) {
+  VolumeStore store(dir_);
+  ASSERT_THAT(MakeDirs(dir_, 0700), IsOk());
+  ASSERT_THAT(WriteFileAtomically(store.PathFor("pvc-8"), R"({
+ "volume_id": "pvc-8", "staging_path": "/s/8", "fs_type": "ext4",
+ "portals": [{"host": "127.0.0.1", "port": 3260}], "iqn": "iqn.2026-11.dev.stagehand:t", "lun": 2,
+ "session": {"pid": 4242, "start_time": "77", "runtime_dir": "/run/stagehand/sessions/ab",
+   "fuse_mount": "/run/stagehand/sessions/ab/mnt", "lun_file": "/run/stagehand/sessions/ab/mnt/lun",
+   "loop_device": "/dev/loop4", "keeper_pid": 4241, "keeper_start_time": "76", "generation": 2},
+ "phase": "STAGED"
+})",
+                                  0600),
+              IsOk());
+
+  auto loaded = store.Load("pvc-8");
+
+  ASSERT_THAT(loaded, IsOk());
+  ASSERT_TRUE(loaded->has_value());
+  const state::v1::SessionRecord& session = (*loaded)->session;
+  ASSERT_TRUE(session.has_userspace());
+  EXPECT_EQ(session.userspace().pid(), 4242);
+  EXPECT_EQ(session.userspace().start_time(), 77u);
+  EXPECT_EQ(session.userspace().runtime_dir(), "/run/stagehand/sessions/ab");
+  EXPECT_EQ(session.userspace().lun_file(), "/run/stagehand/sessions/ab/mnt/lun");
+  EXPECT_EQ(session.userspace().keeper_pid(), 4241);
+  EXPECT_EQ(session.userspace().generation(), 2u);
+  EXPECT_EQ((*loaded)->Device(), "/dev/loop4");
+  EXPECT_EQ(session.pid(), 0) << "the flat fields are cleared";
 }
 
 // Records keep the access mode by its CSI name; one the build does not know (or none, in

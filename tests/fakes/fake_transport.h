@@ -10,15 +10,27 @@
 
 #include <absl/strings/str_cat.h>
 
-#include "transport/transport.h"
+#include "transport/registry.h"
 
 namespace stagehand::testing {
 
+// Its records are of the userspace kind, so it goes by that name.
 class FakeTransport : public transport::Transport {
  public:
+  // A registry holding only this transport, as the node's default (what NodeService takes).
+  transport::Registry& AsRegistry() {
+    if (registry_.Names().empty()) {
+      registry_.Add(*this);
+      registry_.SetDefault(std::string(Name()));
+    }
+    return registry_;
+  }
+
+  std::string_view Name() const override { return "userspace"; }
+
   void Prepare(const transport::AttachRequest& request,
                state::v1::SessionRecord* session) override {
-    session->set_runtime_dir(request.runtime_dir);
+    session->mutable_userspace()->set_runtime_dir(request.runtime_dir);
   }
 
   absl::StatusOr<transport::Attachment> Attach(const transport::AttachRequest& request) override {
@@ -26,20 +38,22 @@ class FakeTransport : public transport::Transport {
     if (!next_error_.ok()) {
       return std::exchange(next_error_, absl::OkStatus());
     }
+    const auto& target = std::get<iscsi::TargetSpec>(request.target);
     transport::Attachment a;
+    auto& record = *a.session.mutable_userspace();
     a.device = absl::StrCat("/dev/fake", attaches_);
     if (identity_set_) {
       a.identity = identity_;
     } else {
       // Each LUN number its own identity, like tgtd's.
-      a.identity = {{absl::StrCat("naa.60000000000000000e0000000001",
-                                  absl::Hex(request.target.lun, absl::kZeroPad4))},
-                    absl::StrCat("beaf1", request.target.lun),
-                    "IET",
-                    "X"};
+      a.identity = iscsi::LunIdentity{{absl::StrCat("naa.60000000000000000e0000000001",
+                                                    absl::Hex(target.lun, absl::kZeroPad4))},
+                                      absl::StrCat("beaf1", target.lun),
+                                      "IET",
+                                      "X"};
     }
-    a.session.set_pid(1000 + attaches_);
-    a.session.set_runtime_dir(request.runtime_dir);
+    record.set_pid(1000 + attaches_);
+    record.set_runtime_dir(request.runtime_dir);
     if (request.vet_identity) {
       // Nothing made yet: nothing to undo.
       SH_RETURN_IF_ERROR(request.vet_identity(a.identity, a.session));
@@ -48,19 +62,19 @@ class FakeTransport : public transport::Transport {
       after_vet_();  // E.g. what a crash here would leave on disk.
     }
     a.capacity = {2048, 512};
-    a.session.set_loop_device(a.device);
+    record.set_loop_device(a.device);
     attached_.insert(a.device);
     return a;
   }
 
   absl::Status Detach(const state::v1::SessionRecord& session) override {
     ++detaches_;
-    attached_.erase(session.loop_device());
+    attached_.erase(session.userspace().loop_device());
     return absl::OkStatus();
   }
 
   absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override {
-    if (attached_.count(session.loop_device()) == 0) {
+    if (attached_.count(session.userspace().loop_device()) == 0) {
       return absl::UnavailableError("iSCSI session process is not running");
     }
     if (!next_refresh_error_.ok()) {
@@ -71,7 +85,7 @@ class FakeTransport : public transport::Transport {
 
   transport::SessionHealth Health(const state::v1::SessionRecord& session) override {
     transport::SessionHealth h;
-    h.healthy = healthy_ && attached_.count(session.loop_device()) > 0;
+    h.healthy = healthy_ && attached_.count(session.userspace().loop_device()) > 0;
     h.message = h.healthy ? "" : "iSCSI session process is not running";
     h.reason = h.healthy ? "" : "SessionGone";
     return h;
@@ -109,6 +123,7 @@ class FakeTransport : public transport::Transport {
   int attaches_ = 0;
   int detaches_ = 0;
   std::set<std::string> attached_;
+  transport::Registry registry_;
 };
 
 }  // namespace stagehand::testing

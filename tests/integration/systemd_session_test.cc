@@ -117,7 +117,7 @@ TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingS
   ASSERT_TRUE(st.ok()) << st.error_message();
   ASSERT_TRUE(Publish(PublishRequest("vol-s", target)).ok());
 
-  const state::v1::SessionRecord session = Record("vol-s").session();
+  const state::v1::UserspaceSessionRecord session = Record("vol-s").session().userspace();
   EXPECT_EQ(session.unit(), transport::userspace::SessionUnitName(session.runtime_dir()));
   ASSERT_GT(session.pid(), 0);
   auto cgroup = ReadFileToString(absl::StrCat("/proc/", session.pid(), "/cgroup"));
@@ -182,7 +182,7 @@ TEST_F(SystemdSessionTest, SessionStartsAfterTheBusAndManagerRestart) {
 
   st = Stage(StageRequest("vol-r1"));
   ASSERT_TRUE(st.ok()) << st.error_message();
-  const state::v1::SessionRecord session = Record("vol-r1").session();
+  const state::v1::UserspaceSessionRecord session = Record("vol-r1").session().userspace();
   auto active = manager_->Systemctl({"is-active", session.unit()});
   EXPECT_TRUE(active.ok() && absl::StartsWith(*active, "active")) << active.status();
   st = Unstage("vol-r1", Staging("vol-r1"));
@@ -199,7 +199,7 @@ TEST_F(SystemdSessionTest, AKilledSessionUnitIsRestartedAndTakesOverItsVolume) {
   ASSERT_TRUE(Stage(StageRequest("vol-k")).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-k", target)).ok());
   ASSERT_TRUE(WriteDurably(target + "/before", std::string(1 << 20, 'b')));
-  const state::v1::SessionRecord session = Record("vol-k").session();
+  const state::v1::UserspaceSessionRecord session = Record("vol-k").session().userspace();
   const std::string status_path = session.runtime_dir() + "/status";
 
   auto killed = manager_->Systemctl({"kill", "--signal=KILL", session.unit()});

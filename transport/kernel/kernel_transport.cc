@@ -126,9 +126,9 @@ bool SameChap(const std::optional<iscsi::ChapCredentials>& a,
 
 }  // namespace
 
-absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::Portal& portal,
-                                    bool multipath) {
-  const std::string& iqn = request.target.iqn;
+absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::TargetSpec& target,
+                                    const iscsi::Portal& portal, bool multipath) {
+  const std::string& iqn = target.iqn;
   const std::string p = portal.ToString();
   // `-o new` resets an existing record to iscsid.conf's defaults: only when there is none.
   if (!FindNodeRecordFile(options_.nodes_dir, iqn, portal).ok()) {
@@ -145,7 +145,7 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::P
     // Already logged in (another volume on this target): iscsiadm will not log in again, so the
     // target never checks this volume's credentials, and rewriting the record would replace the
     // ones the session was made with. Only the same credentials may share the session.
-    if (!SameChap(NodeRecordChap(text), request.target.session_chap)) {
+    if (!SameChap(NodeRecordChap(text), target.session_chap)) {
       return absl::UnauthenticatedError(absl::StrCat(
           "a session to ", iqn, " at ", p,
           " is already logged in with other CHAP credentials (another volume of this target); "
@@ -156,7 +156,7 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::P
     return absl::OkStatus();
   }
   NodeRecordSettings settings;
-  settings.chap = request.target.session_chap;
+  settings.chap = target.session_chap;
   settings.initiator_name = request.initiator_name;
   // With several paths a dead one must fail over quickly instead of queueing I/O for minutes.
   settings.replacement_timeout_seconds = multipath ? 5 : 0;
@@ -171,7 +171,7 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::P
     return absl::OkStatus();
   }
   absl::Status s = IscsiadmStatus(login, absl::StrCat("log in to ", iqn, " at ", p));
-  const auto& chap = request.target.session_chap;
+  const auto& chap = target.session_chap;
   if (login.exit_code == kIscsiErrFatalLogin && chap && !chap->user_in.empty()) {
     // iscsid reports a target that failed mutual CHAP as a non-retryable login failure (19),
     // the same code as a refused login.
@@ -258,32 +258,40 @@ absl::StatusOr<KernelSysfs::DmMap> KernelTransport::AssembleMap(
   return *found;
 }
 
-void KernelTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
-  session->set_transport(iscsi::kTransportKernel);
+void KernelTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* record) {
+  const auto* target = std::get_if<iscsi::TargetSpec>(&request.target);
+  if (target == nullptr) {
+    return;  // Attach refuses it.
+  }
+  state::v1::KernelSessionRecord* session = record->mutable_kernel();
   session->clear_paths();
-  for (const iscsi::Portal& portal : request.target.portals) {
+  for (const iscsi::Portal& portal : target->portals) {
     state::v1::KernelPath* path = session->add_paths();
     iscsi::ToProto(portal, path->mutable_portal());  // Resolved again by Detach.
-    path->set_iqn(request.target.iqn);
-    path->set_lun(request.target.lun);
+    path->set_iqn(target->iqn);
+    path->set_lun(target->lun);
   }
 }
 
 absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request) {
+  const auto* spec = std::get_if<iscsi::TargetSpec>(&request.target);
+  if (spec == nullptr) {
+    return absl::InvalidArgumentError("the kernel transport speaks iSCSI only");
+  }
+  const iscsi::TargetSpec& target = *spec;
   MutexLock lock(mu_);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
-  const iscsi::TargetSpec& target = request.target;
   const bool multipath = target.portals.size() > 1;
   Attachment a;
-  state::v1::SessionRecord& rec = a.session;
-  rec.set_transport(iscsi::kTransportKernel);
+  state::v1::KernelSessionRecord& rec = *a.session.mutable_kernel();
+  iscsi::LunIdentity first;  // Of the first path: every other path must lead to it.
   bool attached = false;
   // Paths whose disk was already there before this attach (another volume's, or a half-made
   // attach's): a failed attach must not delete them or log their sessions out.
   std::vector<int> preexisting;
   absl::Cleanup undo = [&] {
     if (!attached) {
-      state::v1::SessionRecord ours = rec;
+      state::v1::KernelSessionRecord ours = rec;
       ours.clear_paths();
       for (int i = 0; i < rec.paths_size(); ++i) {
         if (std::find(preexisting.begin(), preexisting.end(), i) == preexisting.end()) {
@@ -314,20 +322,21 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
     iscsi::ToProto(portal, path->mutable_portal());
     path->set_iqn(target.iqn);
     path->set_lun(target.lun);
-    SH_RETURN_IF_ERROR(Login(request, portal, multipath));
+    SH_RETURN_IF_ERROR(Login(request, target, portal, multipath));
     SH_ASSIGN_OR_RETURN(std::string disk, ScanDisk(*watch, portal, target.iqn, target.lun));
     path->set_disk(disk);
     SH_ASSIGN_OR_RETURN(iscsi::LunIdentity id, sysfs_.DiskIdentity(disk));
     if (disks.empty()) {
+      first = id;
       a.identity = id;
       iscsi::ToProto(id,
                      rec.mutable_identity());  // Before any check: cleanup deletes only this LUN.
       if (request.vet_identity) {
         // What Detach needs should the attach stop here: this path, the portals not logged in
         // yet (as Prepare records them), and the identity.
-        state::v1::SessionRecord so_far = rec;
+        state::v1::SessionRecord so_far = a.session;
         for (size_t i = 1; i < target.portals.size(); ++i) {
-          state::v1::KernelPath* next = so_far.add_paths();
+          state::v1::KernelPath* next = so_far.mutable_kernel()->add_paths();
           iscsi::ToProto(target.portals[i], next->mutable_portal());
           next->set_iqn(target.iqn);
           next->set_lun(target.lun);
@@ -337,7 +346,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
       }
       SH_RETURN_IF_ERROR(
           iscsi::CheckExpectedIdentity(id, target.expected_wwn, target.expected_serial));
-    } else if (auto same = iscsi::CheckSameLun(a.identity, id); !same.ok()) {
+    } else if (auto same = iscsi::CheckSameLun(first, id); !same.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("portal ", portal.ToString(), " leads to another LUN than ",
                        iscsi::FromProto(rec.paths(0).portal()).ToString(), ": ", same.message()));
@@ -362,7 +371,8 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
   return a;
 }
 
-absl::StatusOr<uint64_t> KernelTransport::RefreshCapacity(const state::v1::SessionRecord& session) {
+absl::StatusOr<uint64_t> KernelTransport::RefreshCapacity(const state::v1::SessionRecord& record) {
+  const state::v1::KernelSessionRecord& session = record.kernel();
   MutexLock lock(mu_);
   // Every path must be up: multipathd sizes the map from its first path, and a map larger than
   // a dead path's stale size cannot be loaded. Grow when the paths are back.
@@ -412,7 +422,8 @@ absl::StatusOr<uint64_t> KernelTransport::RefreshCapacity(const state::v1::Sessi
   return c.Bytes();
 }
 
-SessionHealth KernelTransport::Health(const state::v1::SessionRecord& session) {
+SessionHealth KernelTransport::Health(const state::v1::SessionRecord& record) {
+  const state::v1::KernelSessionRecord& session = record.kernel();
   SessionHealth h;
   const iscsi::LunIdentity want = iscsi::FromProto(session.identity());
   std::vector<std::string> problems;
@@ -500,9 +511,10 @@ absl::Status KernelInitiatorAvailable(const std::string& sysfs_root) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  constexpr char kName[] = "ISCSIADM_ABSTRACT_NAMESPACE";
-  std::memcpy(addr.sun_path + 1, kName, sizeof kName - 1);
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + sizeof kName - 1);
+  constexpr char kIscsidSocket[] = "ISCSIADM_ABSTRACT_NAMESPACE";
+  std::memcpy(addr.sun_path + 1, kIscsidSocket, sizeof kIscsidSocket - 1);
+  const auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + sizeof kIscsidSocket - 1);
   if (!fd || ::connect(fd.Get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
     return absl::FailedPreconditionError(
         "iscsid does not answer (install open-iscsi and start iscsid, or iscsid.socket)");

@@ -37,9 +37,14 @@ struct KernelTransportOptions {
   std::chrono::seconds map_timeout{30};
 };
 
+// Its name, and the name of its kind of session record.
+inline constexpr char kName[] = "kernel";
+
 class KernelTransport : public Transport {
  public:
   explicit KernelTransport(KernelTransportOptions options);
+
+  std::string_view Name() const override { return kName; }
 
   void Prepare(const AttachRequest& request, state::v1::SessionRecord* session) override;
   absl::StatusOr<Attachment> Attach(const AttachRequest& request) override;
@@ -53,20 +58,21 @@ class KernelTransport : public Transport {
 
   absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv,
                                     std::chrono::seconds timeout) const;
-  absl::Status Login(const AttachRequest& request, const iscsi::Portal& portal, bool multipath);
+  absl::Status Login(const AttachRequest& request, const iscsi::TargetSpec& target,
+                     const iscsi::Portal& portal, bool multipath);
   absl::StatusOr<std::string> ScanDisk(DeviceWatch& watch, const iscsi::Portal& portal,
                                        const std::string& iqn, uint32_t lun);
   absl::StatusOr<KernelSysfs::DmMap> AssembleMap(DeviceWatch& watch,
                                                  const std::vector<std::string>& disks);
-  absl::Status DetachLocked(const state::v1::SessionRecord& session, DeviceWatch& watch);
+  absl::Status DetachLocked(const state::v1::KernelSessionRecord& session, DeviceWatch& watch);
   absl::Status RemoveMap(const std::string& name, DeviceWatch& watch);
   // True when every path of `map` is a disk of `session`'s paths (a map an attach of this
   // record made), false when it also has others (another volume's).
-  bool MapIsOurs(const KernelSysfs::DmMap& map, const state::v1::SessionRecord& session);
+  bool MapIsOurs(const KernelSysfs::DmMap& map, const state::v1::KernelSessionRecord& session);
   // Takes `disk` out of another volume's map, leaving the map and its other paths.
   absl::Status RemovePathFromMap(const KernelSysfs::DmMap& map, const std::string& disk,
                                  DeviceWatch& watch);
-  absl::Status RemovePath(const state::v1::SessionRecord& session,
+  absl::Status RemovePath(const state::v1::KernelSessionRecord& session,
                           const state::v1::KernelPath& path, DeviceWatch& watch);
   std::string DevNode(std::string_view block) const;
 

@@ -30,11 +30,11 @@ iscsi::Portal PathPortal(const state::v1::KernelPath& path) {
 absl::Status KernelTransport::Detach(const state::v1::SessionRecord& session) {
   MutexLock lock(mu_);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
-  return DetachLocked(session, *watch);
+  return DetachLocked(session.kernel(), *watch);
 }
 
 bool KernelTransport::MapIsOurs(const KernelSysfs::DmMap& map,
-                                const state::v1::SessionRecord& session) {
+                                const state::v1::KernelSessionRecord& session) {
   std::vector<std::string> ours;
   for (const state::v1::KernelPath& path : session.paths()) {
     const iscsi::Portal portal = PathPortal(path);
@@ -100,7 +100,7 @@ absl::Status KernelTransport::RemoveMap(const std::string& name, DeviceWatch& wa
   return absl::OkStatus();
 }
 
-absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session,
+absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& session,
                                          const state::v1::KernelPath& path, DeviceWatch& watch) {
   const iscsi::Portal portal = PathPortal(path);
   const std::string p = portal.ToString();
@@ -191,7 +191,7 @@ absl::Status KernelTransport::RemovePath(const state::v1::SessionRecord& session
   return absl::OkStatus();
 }
 
-absl::Status KernelTransport::DetachLocked(const state::v1::SessionRecord& session,
+absl::Status KernelTransport::DetachLocked(const state::v1::KernelSessionRecord& session,
                                            DeviceWatch& watch) {
   if (!session.multipath_map().empty()) {
     SH_RETURN_IF_ERROR(RemoveMap(session.multipath_map(), watch));

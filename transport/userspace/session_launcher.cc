@@ -33,7 +33,7 @@ class DetachedLauncher : public SessionLauncher {
     return absl::OkStatus();
   }
 
-  absl::Status StopSupervisor(const state::v1::SessionRecord& session) override {
+  absl::Status StopSupervisor(const state::v1::UserspaceSessionRecord& session) override {
     if (session.keeper_pid() > 0 &&
         IsSameProcessAlive(session.keeper_pid(), session.keeper_start_time())) {
       kill(session.keeper_pid(), SIGTERM);  // It passes SIGTERM on and restarts nothing.
@@ -41,7 +41,7 @@ class DetachedLauncher : public SessionLauncher {
     return absl::OkStatus();
   }
 
-  bool Supervised(const state::v1::SessionRecord& session) override {
+  bool Supervised(const state::v1::UserspaceSessionRecord& session) override {
     return session.keeper_pid() > 0 &&
            IsSameProcessAlive(session.keeper_pid(), session.keeper_start_time());
   }

@@ -42,10 +42,10 @@ class SessionLauncher {
   // Stops whoever restarts the session of `session` (its unit, or its keeper), so that it is
   // not started again; the process itself gets SIGTERM. Returns once that is asked for: the
   // caller waits for the process. OK when there is none.
-  virtual absl::Status StopSupervisor(const state::v1::SessionRecord& session) = 0;
+  virtual absl::Status StopSupervisor(const state::v1::UserspaceSessionRecord& session) = 0;
 
   // Whether someone still restarts the session of `session` when its process ends.
-  virtual bool Supervised(const state::v1::SessionRecord& session) = 0;
+  virtual bool Supervised(const state::v1::UserspaceSessionRecord& session) = 0;
 
   // "systemd" or "detached", for logs and status.
   virtual std::string_view Name() const = 0;

@@ -53,11 +53,11 @@ class SystemdLauncher final : public transport::userspace::SessionLauncher {
     return status;
   }
 
-  absl::Status StopSupervisor(const state::v1::SessionRecord& session) override {
+  absl::Status StopSupervisor(const state::v1::UserspaceSessionRecord& session) override {
     return session.unit().empty() ? absl::OkStatus() : units_->StopUnit(session.unit());
   }
 
-  bool Supervised(const state::v1::SessionRecord& session) override {
+  bool Supervised(const state::v1::UserspaceSessionRecord& session) override {
     if (session.unit().empty()) {
       return false;
     }

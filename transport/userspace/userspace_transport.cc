@@ -1,5 +1,6 @@
 #include "transport/userspace/userspace_transport.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +37,7 @@ namespace {
 
 using state::v1::SessionConfig;
 using state::v1::SessionRecord;
+using Record = state::v1::UserspaceSessionRecord;
 using state::v1::SessionStatus;
 
 // The process serving a session now: the one its status file names (a successor writes its own
@@ -46,7 +48,7 @@ struct Worker {
   std::optional<SessionStatus> status;  // The status file, when readable.
 };
 
-Worker CurrentWorker(const SessionRecord& session) {
+Worker CurrentWorker(const Record& session) {
   Worker w;
   if (auto status = session::ReadStatus(session.runtime_dir()); status.ok()) {
     w.status = std::move(*status);
@@ -65,8 +67,7 @@ Worker CurrentWorker(const SessionRecord& session) {
 // `session` with the supervisor the status file names: the last process to serve wrote it (a
 // successor of an upgrade whose record was not saved yet, after a crash of the agent, runs
 // under another unit or keeper than the record says).
-SessionRecord WithCurrentSupervisor(SessionRecord session,
-                                    const std::optional<SessionStatus>& status) {
+Record WithCurrentSupervisor(Record session, const std::optional<SessionStatus>& status) {
   if (status) {
     if (!status->unit().empty()) {
       session.set_unit(status->unit());
@@ -80,7 +81,7 @@ SessionRecord WithCurrentSupervisor(SessionRecord session,
 }
 
 // One session process's data path, for the stall detector (a new process is a new data path).
-std::string StallKey(const SessionRecord& session, int pid) {
+std::string StallKey(const Record& session, int pid) {
   return absl::StrCat(session.runtime_dir(), "@", pid);
 }
 
@@ -188,14 +189,15 @@ UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
   }
 }
 
-void UserspaceTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* session) {
+void UserspaceTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* record) {
+  Record* session = record->mutable_userspace();
   session->set_runtime_dir(request.runtime_dir);
   session->set_fuse_mount(session::RuntimePath(request.runtime_dir, session::kMountDir));
 }
 
 absl::StatusOr<SessionStatus> UserspaceTransport::Launch(SessionConfig config,
                                                          const std::string& description,
-                                                         SessionRecord* record) {
+                                                         Record* record) {
   SessionLaunch launch;
   launch.argv = options_.command;
   launch.unit_name = SessionUnitName(record->runtime_dir(), record->generation());
@@ -239,37 +241,41 @@ absl::StatusOr<SessionStatus> UserspaceTransport::Launch(SessionConfig config,
 }
 
 absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& request) {
+  const auto* target = std::get_if<iscsi::TargetSpec>(&request.target);
+  if (target == nullptr) {
+    return absl::InvalidArgumentError("the userspace transport speaks iSCSI only");
+  }
   SH_RETURN_IF_ERROR(MakeDirs(request.runtime_dir, 0700));
   SessionConfig config;
-  for (const auto& p : request.target.portals) {
+  for (const auto& p : target->portals) {
     iscsi::ToProto(p, config.add_portals());
   }
-  config.set_iqn(request.target.iqn);
-  config.set_lun(request.target.lun);
+  config.set_iqn(target->iqn);
+  config.set_lun(target->lun);
   config.set_initiator_name(request.initiator_name);
-  if (request.target.session_chap) {
-    config.set_chap_user(request.target.session_chap->user);
-    config.set_chap_secret(request.target.session_chap->secret);
-    config.set_chap_user_in(request.target.session_chap->user_in);
-    config.set_chap_secret_in(request.target.session_chap->secret_in);
+  if (target->session_chap) {
+    config.set_chap_user(target->session_chap->user);
+    config.set_chap_secret(target->session_chap->secret);
+    config.set_chap_user_in(target->session_chap->user_in);
+    config.set_chap_secret_in(target->session_chap->secret_in);
   }
   config.set_runtime_dir(request.runtime_dir);
   config.set_volume_id(request.volume_id);
   config.set_replacement_timeout_seconds(request.replacement_timeout_seconds);
   config.set_fuse_io_uring(options_.fuse_io_uring);
-  config.set_expected_wwn(request.target.expected_wwn);
-  config.set_expected_serial(request.target.expected_serial);
+  config.set_expected_wwn(target->expected_wwn);
+  config.set_expected_serial(target->expected_serial);
 
-  SessionRecord record;
+  SessionRecord attached;
+  Record& record = *attached.mutable_userspace();
   record.set_runtime_dir(request.runtime_dir);
   record.set_fuse_mount(session::RuntimePath(request.runtime_dir, session::kMountDir));
   // From here on, any failure tears down what was started.
-  absl::Cleanup undo = [&] { (void)Detach(record); };
-  SH_ASSIGN_OR_RETURN(SessionStatus status,
-                      Launch(config,
-                             absl::StrCat("stagehand iSCSI session ", request.target.iqn, " lun ",
-                                          request.target.lun),
-                             &record));
+  absl::Cleanup undo = [&] { (void)Detach(attached); };
+  SH_ASSIGN_OR_RETURN(
+      SessionStatus status,
+      Launch(config, absl::StrCat("stagehand iSCSI session ", target->iqn, " lun ", target->lun),
+             &record));
   record.set_pid(status.pid());
   record.set_start_time(status.start_time() != 0 ? status.start_time()
                                                  : ProcessStartTime(status.pid()));
@@ -281,7 +287,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
                         status.message());
   }
   if (request.vet_identity) {
-    SH_RETURN_IF_ERROR(request.vet_identity(iscsi::FromProto(status.identity()), record));
+    SH_RETURN_IF_ERROR(request.vet_identity(iscsi::FromProto(status.identity()), attached));
   }
   record.set_lun_file(status.lun_file());
   SH_ASSIGN_OR_RETURN(std::string device,
@@ -293,14 +299,15 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   a.identity = iscsi::FromProto(status.identity());
   a.capacity.block_size = status.block_size();
   a.capacity.blocks = status.block_size() == 0 ? 0 : status.capacity_bytes() / status.block_size();
-  a.session = record;
+  a.session = attached;
   std::move(undo).Cancel();
   return a;
 }
 
-absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
+absl::Status UserspaceTransport::Detach(const SessionRecord& record) {
+  const Record& recorded = record.userspace();
   const Worker worker = CurrentWorker(recorded);
-  SessionRecord session = WithCurrentSupervisor(recorded, worker.status);
+  Record session = WithCurrentSupervisor(recorded, worker.status);
   stalls_.Forget(StallKey(session, worker.pid));
   // A crash between starting the session and persisting its record leaves only the runtime
   // directory: its status file names the process (and its keeper) and the LUN file.
@@ -354,7 +361,8 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& recorded) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord& session) {
+absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord& record) {
+  const Record& session = record.userspace();
   const Worker worker = CurrentWorker(session);
   if (worker.pid == 0) {
     return absl::UnavailableError(
@@ -416,7 +424,7 @@ SessionHealth FromStatus(const SessionStatus& status) {
 }
 
 // Whether the loop device still serves the session's LUN file; changes a healthy `h`.
-void CheckLoop(const SessionRecord& session, SessionHealth& h) {
+void CheckLoop(const Record& session, SessionHealth& h) {
   if (!h.healthy || session.loop_device().empty()) {
     return;
   }
@@ -444,7 +452,8 @@ void CheckLoop(const SessionRecord& session, SessionHealth& h) {
 
 }  // namespace
 
-SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
+SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
+  const Record& session = record.userspace();
   const Worker worker = CurrentWorker(session);
   const int pid = worker.pid != 0 ? worker.pid : session.pid();
   if (worker.pid == 0) {
@@ -475,7 +484,7 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& session) {
   return h;
 }
 
-SessionHealth UserspaceTransport::Ended(const SessionRecord& session,
+SessionHealth UserspaceTransport::Ended(const Record& session,
                                         const std::optional<SessionStatus>& last, int pid) {
   SessionHealth h;
   // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
@@ -494,7 +503,7 @@ SessionHealth UserspaceTransport::Ended(const SessionRecord& session,
   return h;
 }
 
-void UserspaceTransport::CheckAnswering(const SessionRecord& session, int pid, SessionHealth& h) {
+void UserspaceTransport::CheckAnswering(const Record& session, int pid, SessionHealth& h) {
   if (!h.healthy) {
     return;
   }
@@ -531,10 +540,11 @@ void UserspaceTransport::CheckAnswering(const SessionRecord& session, int pid, S
   }
 }
 
-SessionDescription UserspaceTransport::Describe(const SessionRecord& session) {
+SessionDescription UserspaceTransport::Describe(const SessionRecord& record) {
+  const Record& session = record.userspace();
   const Worker worker = CurrentWorker(session);
   SessionDescription d;
-  d.transport = iscsi::kTransportUserspace;
+  d.transport = kName;
   d.pid = worker.pid;
   if (worker.status) {
     d.build = worker.status->build();
@@ -546,7 +556,8 @@ SessionDescription UserspaceTransport::Describe(const SessionRecord& session) {
 }
 
 absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
-    const SessionRecord& session) {
+    const SessionRecord& record) {
+  const Record& session = record.userspace();
   const Worker worker = CurrentWorker(session);
   if (worker.pid == 0 || !worker.status || session_build_.empty() ||
       worker.status->build() == session_build_) {
@@ -569,7 +580,7 @@ absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
         " is of a build that cannot hand its volume over; it serves on until the volume is "
         "unstaged"));
   }
-  SessionRecord next = session;
+  Record next = session;
   next.set_generation(session.generation() + 1);
   next.clear_unit();
   next.clear_keeper_pid();
@@ -606,7 +617,39 @@ absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
   // The old process has let go and ends by itself; wait for it so that nothing of it is left
   // when this returns.
   (void)WaitForExit(worker.pid, options_.stop_timeout);
-  return next;
+  SessionRecord upgraded;
+  *upgraded.mutable_userspace() = std::move(next);
+  return upgraded;
+}
+
+std::vector<SessionSample> UserspaceTransport::Sessions() {
+  std::vector<SessionSample> samples;
+  DIR* d = options_.sessions_dir.empty() ? nullptr : opendir(options_.sessions_dir.c_str());
+  if (d == nullptr) {
+    return samples;
+  }
+  absl::Cleanup close_dir = [d] { closedir(d); };
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') {
+      continue;
+    }
+    const std::string dir = JoinPath(options_.sessions_dir, e->d_name);
+    auto status = session::ReadStatus(dir);
+    if (!status.ok()) {
+      continue;
+    }
+    SessionSample sample;
+    sample.transport = kName;
+    sample.volume_id = status->volume_id().empty() ? e->d_name : status->volume_id();
+    sample.state = SessionStatus::State_Name(status->state());
+    sample.reconnects = status->reconnects();
+    if (auto c = session::ReadCounters(session::RuntimePath(dir, session::kCountersFile)); c.ok()) {
+      sample.counters = SessionSample::Counters{c->read_ops,    c->read_bytes, c->write_ops,
+                                                c->write_bytes, c->flush_ops,  c->io_errors};
+    }
+    samples.push_back(std::move(sample));
+  }
+  return samples;
 }
 
 }  // namespace stagehand::transport::userspace

@@ -39,11 +39,18 @@ struct UserspaceTransportOptions {
   std::chrono::seconds session_watchdog{30};
   // New sessions ask for FUSE over io_uring.
   bool fuse_io_uring = false;
+  // Where the runtime directories of sessions are (<runtime-dir>/sessions): Sessions() lists it.
+  std::string sessions_dir;
 };
+
+// Its name, and the name of its kind of session record.
+inline constexpr char kName[] = "userspace";
 
 class UserspaceTransport : public Transport {
  public:
   explicit UserspaceTransport(UserspaceTransportOptions options);
+
+  std::string_view Name() const override { return kName; }
 
   // `stagehand-session` next to the running binary if present, else the running binary.
   static std::string DefaultBinary();
@@ -56,22 +63,24 @@ class UserspaceTransport : public Transport {
   SessionDescription Describe(const state::v1::SessionRecord& session) override;
   absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
       const state::v1::SessionRecord& session) override;
+  // From the status and counters files of every runtime directory in `sessions_dir`.
+  std::vector<SessionSample> Sessions() override;
 
   // The build of the session binary this transport starts (GNU build ID; empty if unknown).
   const std::string& session_build() const { return session_build_; }
 
  private:
   // Health once the process serving `session` (`pid`) has ended; `last` is its status file.
-  SessionHealth Ended(const state::v1::SessionRecord& session,
+  SessionHealth Ended(const state::v1::UserspaceSessionRecord& session,
                       const std::optional<state::v1::SessionStatus>& last, int pid);
   // Whether the running process still answers (heartbeat, I/O completing); changes a healthy
   // `h`.
-  void CheckAnswering(const state::v1::SessionRecord& session, int pid, SessionHealth& h);
+  void CheckAnswering(const state::v1::UserspaceSessionRecord& session, int pid, SessionHealth& h);
   // Starts a session process with `config` and reads its first status; fills in `record`'s
   // unit (under systemd) from its runtime dir and generation.
   absl::StatusOr<state::v1::SessionStatus> Launch(state::v1::SessionConfig config,
                                                   const std::string& description,
-                                                  state::v1::SessionRecord* record);
+                                                  state::v1::UserspaceSessionRecord* record);
 
   UserspaceTransportOptions options_;
   std::string session_build_;

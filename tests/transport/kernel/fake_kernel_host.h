@@ -370,13 +370,23 @@ class FakeHost {
   int next_disk_ = 0;
 };
 
+// The iSCSI target of a request, and the identity an attach read.
+inline iscsi::TargetSpec& Spec(AttachRequest& r) {
+  return std::get<iscsi::TargetSpec>(r.target);
+}
+
+inline const iscsi::LunIdentity& IdentityOf(const Attachment& a) {
+  return std::get<iscsi::LunIdentity>(a.identity);
+}
+
 inline AttachRequest Request(uint32_t lun, const std::vector<uint16_t>& ports = {3260}) {
   AttachRequest r;
+  iscsi::TargetSpec& target = Spec(r);
   for (uint16_t p : ports) {
-    r.target.portals.push_back(iscsi::Portal{"127.0.0.1", p});
+    target.portals.push_back(iscsi::Portal{"127.0.0.1", p});
   }
-  r.target.iqn = kIqn;
-  r.target.lun = lun;
+  target.iqn = kIqn;
+  target.lun = lun;
   r.volume_id = absl::StrCat("vol", lun);
   return r;
 }

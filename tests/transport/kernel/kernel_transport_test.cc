@@ -26,8 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using fake_kernel_host::FakeHost;
+using fake_kernel_host::IdentityOf;
 using fake_kernel_host::Read;
 using fake_kernel_host::Request;
+using fake_kernel_host::Spec;
 using ::stagehand::testing::IsOk;
 using ::stagehand::testing::StatusIs;
 using ::testing::Contains;
@@ -39,16 +41,16 @@ TEST(KernelTransportTest, AttachLogsInScansOneLunAndDetachLogsOut) {
   host.chap_password = "s3cret-pw";
   KernelTransport t(host.Options());
   AttachRequest req = Request(1);
-  req.target.session_chap = iscsi::ChapCredentials{"user", "s3cret-pw", "", ""};
-  req.target.expected_serial = "SER1";
+  Spec(req).session_chap = iscsi::ChapCredentials{"user", "s3cret-pw", "", ""};
+  Spec(req).expected_serial = "SER1";
 
   auto a = t.Attach(req);
 
   ASSERT_THAT(a, IsOk());
   EXPECT_THAT(a->device, HasSubstr("/dev/sda"));
-  EXPECT_EQ(a->identity.serial, "SER1");
+  EXPECT_EQ(IdentityOf(*a).serial, "SER1");
   EXPECT_EQ(a->capacity.Bytes(), 1024u * 1024 * 1024);
-  EXPECT_EQ(a->session.paths_size(), 1);
+  EXPECT_EQ(a->session.kernel().paths_size(), 1);
   EXPECT_FALSE(host.DiskExists("sdb"));  // LUN 2 was not scanned.
   const std::string record = Read(host.NodeRecord("127.0.0.1:3260"));
   EXPECT_THAT(record, HasSubstr("node.startup = manual"));
@@ -74,7 +76,7 @@ TEST(KernelTransportTest, WrongChapIsUnauthenticatedAndLeavesNothing) {
   host.chap_password = "right";
   KernelTransport t(host.Options());
   AttachRequest req = Request(1);
-  req.target.session_chap = iscsi::ChapCredentials{"user", "wrong", "", ""};
+  Spec(req).session_chap = iscsi::ChapCredentials{"user", "wrong", "", ""};
 
   EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kUnauthenticated));
 
@@ -86,7 +88,7 @@ TEST(KernelTransportTest, IdentityMismatchFailsClosedAndCleansUp) {
   FakeHost host;
   KernelTransport t(host.Options());
   AttachRequest req = Request(1);
-  req.target.expected_serial = "OTHER";
+  Spec(req).expected_serial = "OTHER";
 
   EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kFailedPrecondition));
 
@@ -126,13 +128,13 @@ TEST(KernelTransportTest, OtherChapCannotShareALoggedInSession) {
   host.chap_password = "right";
   KernelTransport t(host.Options());
   AttachRequest first = Request(1);
-  first.target.session_chap = iscsi::ChapCredentials{"user", "right", "", ""};
+  Spec(first).session_chap = iscsi::ChapCredentials{"user", "right", "", ""};
   auto a = t.Attach(first);
   ASSERT_THAT(a, IsOk());
 
   // The session exists, so the target would never see these: refused, nothing changed.
   AttachRequest wrong = Request(2);
-  wrong.target.session_chap = iscsi::ChapCredentials{"user", "wrong", "", ""};
+  Spec(wrong).session_chap = iscsi::ChapCredentials{"user", "wrong", "", ""};
   EXPECT_THAT(t.Attach(wrong), StatusIs(absl::StatusCode::kUnauthenticated,
                                         HasSubstr("already logged in with other CHAP")));
   AttachRequest none = Request(2);
@@ -145,7 +147,7 @@ TEST(KernelTransportTest, OtherChapCannotShareALoggedInSession) {
 
   // The same credentials share it.
   AttachRequest same = Request(2);
-  same.target.session_chap = iscsi::ChapCredentials{"user", "right", "", ""};
+  Spec(same).session_chap = iscsi::ChapCredentials{"user", "right", "", ""};
   auto b = t.Attach(same);
   ASSERT_THAT(b, IsOk());
   EXPECT_EQ(host.Sessions(), 1);
@@ -160,7 +162,7 @@ TEST(KernelTransportTest, DetachLeavesADiskThatNowReportsAnotherLun) {
   auto a = t.Attach(Request(1));
   ASSERT_THAT(a, IsOk());
   state::v1::SessionRecord other = a->session;
-  other.mutable_identity()->set_serial("SOMEONE-ELSE");
+  other.mutable_kernel()->mutable_identity()->set_serial("SOMEONE-ELSE");
 
   EXPECT_THAT(t.Detach(other), StatusIs(absl::StatusCode::kFailedPrecondition));
 
@@ -177,7 +179,7 @@ TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
 
   ASSERT_THAT(a, IsOk());
   EXPECT_THAT(a->device, HasSubstr("/dev/mapper/36000"));
-  EXPECT_EQ(a->session.multipath_map(), "36000");
+  EXPECT_EQ(a->session.kernel().multipath_map(), "36000");
   EXPECT_EQ(host.Sessions(), 2);
   EXPECT_TRUE(t.Health(a->session).healthy);
 
@@ -235,7 +237,7 @@ TEST(KernelTransportTest, RefreshCapacityRescansAndChecksTheIdentity) {
   EXPECT_THAT(t.RefreshCapacity(a->session), IsOk());
 
   state::v1::SessionRecord other = a->session;
-  other.mutable_identity()->set_serial("SOMEONE-ELSE");
+  other.mutable_kernel()->mutable_identity()->set_serial("SOMEONE-ELSE");
   EXPECT_THAT(t.RefreshCapacity(other), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_THAT(t.Detach(a->session), IsOk());
   EXPECT_THAT(t.RefreshCapacity(a->session), StatusIs(absl::StatusCode::kUnavailable));
@@ -247,7 +249,7 @@ TEST(KernelTransportTest, AFailedAttachLeavesADiskThatWasAlreadyThere) {
   auto a = t.Attach(Request(1));  // Another volume's, on the same LUN.
   ASSERT_THAT(a, IsOk());
   AttachRequest second = Request(1);
-  second.target.expected_serial = "OTHER";
+  Spec(second).expected_serial = "OTHER";
 
   EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
 
@@ -264,20 +266,20 @@ TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatH
   AttachRequest second = Request(1);
   iscsi::LunIdentity vetted;
   state::v1::SessionRecord so_far;
-  second.vet_identity = [&](const iscsi::LunIdentity& id, const state::v1::SessionRecord& session) {
-    vetted = id;
+  second.vet_identity = [&](const Identity& id, const state::v1::SessionRecord& session) {
+    vetted = std::get<iscsi::LunIdentity>(id);
     so_far = session;
     return absl::FailedPreconditionError("the LUN is another volume's");
   };
 
   EXPECT_THAT(t.Attach(second), StatusIs(absl::StatusCode::kFailedPrecondition));
 
-  EXPECT_EQ(vetted, a->identity);
+  EXPECT_EQ(vetted, IdentityOf(*a));
   // What a crash at the vet would leave recorded: the path, and the identity its disk must still
   // report before a cleanup deletes it.
-  EXPECT_EQ(iscsi::FromProto(so_far.identity()), a->identity);
-  ASSERT_EQ(so_far.paths_size(), 1);
-  EXPECT_EQ(so_far.paths(0).disk(), "sda");
+  EXPECT_EQ(iscsi::FromProto(so_far.kernel().identity()), IdentityOf(*a));
+  ASSERT_EQ(so_far.kernel().paths_size(), 1);
+  EXPECT_EQ(so_far.kernel().paths(0).disk(), "sda");
   EXPECT_TRUE(host.DiskExists("sda"));
   EXPECT_EQ(host.Sessions(), 1);
   EXPECT_TRUE(t.Health(a->session).healthy);
@@ -291,7 +293,7 @@ TEST(KernelTransportTest, AVetoedNewPathLeavesTheMapOfTheVolumeThatHasTheLun) {
   ASSERT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
   host.new_disks_join_the_map = true;
   AttachRequest second = Request(1, {3262});  // The same LUN through a portal `a` does not use.
-  second.vet_identity = [](const iscsi::LunIdentity&, const state::v1::SessionRecord&) {
+  second.vet_identity = [](const Identity&, const state::v1::SessionRecord&) {
     return absl::FailedPreconditionError("the LUN is another volume's");
   };
 
@@ -320,7 +322,7 @@ TEST(KernelTransportTest, TwoPortalsWithTheSameAddressAreInvalid) {
   FakeHost host;
   KernelTransport t(host.Options());
   AttachRequest req = Request(1, {3260});
-  req.target.portals.push_back(
+  Spec(req).portals.push_back(
       iscsi::Portal{"127.0.0.1", 3260});  // E.g. a host name and its address.
 
   EXPECT_THAT(t.Attach(req), StatusIs(absl::StatusCode::kInvalidArgument));
@@ -334,7 +336,7 @@ TEST(KernelTransportTest, ALunBackUnderAnotherNameIsNotHealthy) {
   auto a = t.Attach(Request(1));
   ASSERT_THAT(a, IsOk());
   state::v1::SessionRecord renamed = a->session;
-  renamed.mutable_paths(0)->set_disk("sdq");
+  renamed.mutable_kernel()->mutable_paths(0)->set_disk("sdq");
 
   const SessionHealth h = t.Health(renamed);
 
