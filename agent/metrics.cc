@@ -303,7 +303,8 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
   auto problems = Gauge("stagehand_volume_health_problem",
                         "1 per problem the driver's NodeGetVolumeHealth reports for the volume "
                         "(the last health round, or asked at scrape time without a reconciler); "
-                        "no series while it is healthy");
+                        "heals: whether it goes away by itself (yes, no; unknown for another "
+                        "driver's reasons); no series while it is healthy");
   const std::vector<standalone::VolumeHealthSample> asked =
       health_source_ ? health_source_() : std::vector<standalone::VolumeHealthSample>{};
   for (const auto& h : health_source_ ? asked : health_) {
@@ -312,7 +313,10 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
           {{"driver_name", h.driver},
            {"volume", h.volume},
            {"status", p.status},
-           {"reason", p.reason}},
+           {"reason", p.reason},
+           {"heals", !p.heals   ? "unknown"
+                     : *p.heals ? "yes"
+                                : "no"}},
           1);
     }
   }

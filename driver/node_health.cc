@@ -22,6 +22,23 @@ using Phase = StagedVolume::Phase;
 // Problems by (status, reason), in the order first seen, with their messages.
 using Kinds = std::vector<std::pair<std::pair<int, std::string>, std::vector<std::string>>>;
 
+VolumeHealthErrorType ToCsi(health::Severity severity) {
+  switch (severity) {
+    case health::Severity::kDegraded:
+      return VolumeHealthErrorType::DEGRADED;
+    case health::Severity::kInaccessible:
+      return VolumeHealthErrorType::INACCESSIBLE;
+    case health::Severity::kDataLoss:
+      return VolumeHealthErrorType::DATA_LOSS;
+  }
+  return VolumeHealthErrorType::UNKNOWN_VOLUME_HEALTH_TYPE;
+}
+
+StorageHealthErrorType ToCsi(health::StorageClass storage) {
+  return storage == health::StorageClass::kDegraded ? StorageHealthErrorType::STORAGE_DEGRADED
+                                                    : StorageHealthErrorType::STORAGE_UNREACHABLE;
+}
+
 // One entry per (status, reason), as the spec requires: messages of the same kind are joined.
 void AddMerged(Kinds& kinds, int status, const std::string& reason, const std::string& message) {
   for (auto& [kind, messages] : kinds) {
@@ -47,12 +64,10 @@ void ForEachKind(Kinds& kinds, const Add& add) {
 
 std::optional<VolumeProblem> NodeService::SessionProblem(const StagedVolume& volume) const {
   const transport::SessionHealth h = deps_.transport.Health(volume.session);
-  if (h.healthy && h.message.empty()) {
+  if (!h.reason) {
     return std::nullopt;
   }
-  return VolumeProblem{
-      h.healthy ? VolumeHealthErrorType::DEGRADED : VolumeHealthErrorType::INACCESSIBLE,
-      h.reason.empty() ? std::string("SessionDown") : h.reason, h.message};
+  return VolumeProblem{*h.reason, h.message};
 }
 
 std::vector<VolumeProblem> NodeService::ProblemsAt(const StagedVolume& volume,
@@ -68,12 +83,12 @@ std::vector<VolumeProblem> NodeService::ProblemsAt(const StagedVolume& volume,
     return out;  // The mount table is unreadable: nothing known either way.
   }
   if (!mount->has_value()) {
-    out.push_back({VolumeHealthErrorType::INACCESSIBLE,
-                   staging ? "StagingMountMissing" : "PublishMountMissing",
-                   absl::StrCat("nothing is mounted at '", path,
-                                "' (it was unmounted behind stagehand's back); ",
-                                staging ? "unpublish and unstage the volume, then stage it again"
-                                        : "unpublish and publish it again (restart the pod)")});
+    out.push_back(
+        {staging ? health::Reason::kStagingMountMissing : health::Reason::kPublishMountMissing,
+         absl::StrCat("nothing is mounted at '", path,
+                      "' (it was unmounted behind stagehand's back); ",
+                      staging ? "unpublish and unstage the volume, then stage it again"
+                              : "unpublish and publish it again (restart the pod)")});
     return out;
   }
   if (cap.block) {
@@ -85,9 +100,9 @@ std::vector<VolumeProblem> NodeService::ProblemsAt(const StagedVolume& volume,
       !cap.read_only_mode &&
       std::find(cap.mount_flags.begin(), cap.mount_flags.end(), "ro") == cap.mount_flags.end();
   if (auto failed = mounter::CheckFilesystem(**mount, staged_writable)) {
-    out.push_back({failed->reason == "FilesystemFailed" ? VolumeHealthErrorType::INACCESSIBLE
-                                                        : VolumeHealthErrorType::DEGRADED,
-                   failed->reason, failed->message});
+    out.push_back(
+        {failed->failed ? health::Reason::kFilesystemFailed : health::Reason::kFilesystemErrors,
+         failed->message});
   }
   return out;
 }
@@ -126,12 +141,16 @@ absl::Status NodeService::Health(const csi::v1::NodeGetVolumeHealthRequest& req,
     }
   }
   Kinds kinds;
+  auto add = [&kinds](const VolumeProblem& p) {
+    const health::ReasonInfo& info = health::Info(p.reason);
+    AddMerged(kinds, ToCsi(info.severity), std::string(info.name), p.message);
+  };
   if (auto session = SessionProblem(rec)) {
-    AddMerged(kinds, session->status, session->reason, session->message);
+    add(*session);
   }
   for (const auto& path : paths) {
     for (const auto& p : ProblemsAt(rec, path)) {
-      AddMerged(kinds, p.status, p.reason, p.message);
+      add(p);
     }
   }
   auto* health = resp->mutable_volume_health();
@@ -158,11 +177,12 @@ absl::Status NodeService::StorageHealth(csi::v1::NodeGetStorageHealthResponse* r
     }
     const std::string target =
         absl::StrCat(volume.iqn, " at ", absl::StrJoin(portals, ", "), ": ", h.message);
-    if (h.reason == "SessionReconnecting" || h.reason == "ReplacementTimeoutPassed" ||
-        h.reason == "SessionDown") {
-      AddMerged(kinds, StorageHealthErrorType::STORAGE_UNREACHABLE, "TargetUnreachable", target);
-    } else if (h.reason == "MultipathDegraded") {
-      AddMerged(kinds, StorageHealthErrorType::STORAGE_DEGRADED, "PathsDegraded", target);
+    if (!h.reason) {
+      continue;
+    }
+    if (const health::StorageClass storage = health::Info(*h.reason).storage;
+        storage != health::StorageClass::kNone) {
+      AddMerged(kinds, ToCsi(storage), std::string(health::StorageReasonName(storage)), target);
     }
   }
   ForEachKind(kinds, [&](int status, const std::string& reason, std::string message) {

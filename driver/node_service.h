@@ -16,14 +16,14 @@
 #include "driver/volume_locks.h"
 #include "driver/volume_stager.h"
 #include "driver/volume_store.h"
+#include "health/reason.h"
 #include "proto/csi.grpc.pb.h"
 
 namespace stagehand::driver {
 
 // One problem of a staged volume, as CSI v1.13 reports it.
 struct VolumeProblem {
-  csi::v1::VolumeHealthErrorType status = csi::v1::UNKNOWN_VOLUME_HEALTH_TYPE;
-  std::string reason;   // CamelCase.
+  health::Reason reason;
   std::string message;  // What is wrong and what to do.
 };
 

@@ -41,14 +41,16 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   // some of its paths (still working) is no reason to call the volume abnormal.
   std::vector<std::string> problems;
   if (auto session = SessionProblem(rec);
-      session.has_value() && session->status != csi::v1::DEGRADED) {
+      session.has_value() &&
+      health::Info(session->reason).severity != health::Severity::kDegraded) {
     problems.push_back(session->message);
   }
   bool unmounted = false;
   bool failed = false;
   for (const auto& p : ProblemsAt(rec, req.volume_path())) {
-    unmounted = unmounted || p.reason.ends_with("MountMissing");
-    failed = failed || p.reason == "FilesystemFailed";
+    unmounted = unmounted || p.reason == health::Reason::kStagingMountMissing ||
+                p.reason == health::Reason::kPublishMountMissing;
+    failed = failed || p.reason == health::Reason::kFilesystemFailed;
     problems.push_back(p.message);
   }
   // Nothing mounted: the usage of whatever filesystem holds the directory would be a lie.

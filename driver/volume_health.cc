@@ -9,8 +9,8 @@ absl::Status VolumeHealth::CheckStagingLive(const StagedVolume& volume) const {
     return absl::FailedPreconditionError("its stage did not complete");
   }
   const transport::SessionHealth health = transport_.Health(volume.session);
-  // A session process being replaced by its successor heals by itself: the staging stands.
-  if (!health.healthy && health.reason != "SessionRestarting") {
+  // Some problems leave the staging standing (a successor taking over the same device).
+  if (!health.Usable() && !health::Info(*health.reason).staging_stands) {
     return absl::FailedPreconditionError(health.message);
   }
   if (volume.capability.block) {

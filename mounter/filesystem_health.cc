@@ -56,14 +56,14 @@ std::optional<FilesystemProblem> CheckFilesystem(const MountInfo& mount, bool mo
       mount.fstype == "xfs" && stat(mount.target.c_str(), &st) != 0 && errno == EIO;
   if (HasMountOption(mount.fs_options, "shutdown") || xfs_shut_down) {
     return FilesystemProblem{
-        "FilesystemFailed",
+        true,
         absl::StrCat("the ", mount.fstype, " filesystem on ", mount.source,
                      " has shut down after errors: every access fails with EIO; restart the pods "
                      "that use it, so that it is unstaged, checked and staged again")};
   }
   if (HasMountOption(mount.fs_options, "emergency_ro")) {
     return FilesystemProblem{
-        "FilesystemFailed",
+        true,
         absl::StrCat("the ", mount.fstype, " filesystem on ", mount.source,
                      " shut itself down after I/O errors (emergency_ro): every write fails with "
                      "EROFS; restart the pods that use it, so that it is unstaged, checked and "
@@ -71,7 +71,7 @@ std::optional<FilesystemProblem> CheckFilesystem(const MountInfo& mount, bool mo
   }
   if (mounted_writable && HasMountOption(mount.fs_options, "ro")) {
     return FilesystemProblem{
-        "FilesystemFailed",
+        true,
         absl::StrCat("the ", mount.fstype, " filesystem on ", mount.source,
                      " was mounted read-write and the kernel made it read-only after errors; "
                      "restart the pods that use it, so that it is unstaged, checked and staged "
@@ -80,7 +80,7 @@ std::optional<FilesystemProblem> CheckFilesystem(const MountInfo& mount, bool mo
   if (mount.fstype == "ext4") {
     if (const int64_t errors = Ext4ErrorCount(sysfs, KernelDeviceName(mount.source)); errors > 0) {
       return FilesystemProblem{
-          "FilesystemErrors",
+          false,
           absl::StrCat("ext4 on ", mount.source, " recorded ", errors,
                        " error(s) since it was last checked (see dmesg); it is checked when it "
                        "is staged again")};

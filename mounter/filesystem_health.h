@@ -14,7 +14,9 @@
 namespace stagehand::mounter {
 
 struct FilesystemProblem {
-  std::string reason;   // CamelCase: "FilesystemFailed", "FilesystemErrors".
+  // True: it failed (shut down, aborted, made read-only): accesses or writes fail until it is
+  // checked. False: it recorded errors and still works.
+  bool failed = false;
   std::string message;  // What happened and what to do, for a person.
 };
 

@@ -9,6 +9,7 @@
 
 #include "base/file_io.h"
 #include "base/paths.h"
+#include "health/reason.h"
 #include "proto/csi.grpc.pb.h"
 #include "proto/grpc_status.h"
 #include "standalone/manifest.h"
@@ -69,6 +70,9 @@ std::vector<VolumeHealthProblem> ProblemsOf(const csi::v1::VolumeHealth& health)
     p.status = csi::v1::VolumeHealthErrorType_Name(entry.status());
     p.reason = entry.reason().empty() ? p.status : entry.reason();
     p.message = entry.message();
+    if (auto known = health::ReasonNamed(p.reason)) {
+      p.heals = health::Info(*known).heals;
+    }
     problems.push_back(std::move(p));
   }
   return problems;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -26,6 +27,9 @@ struct VolumeHealthProblem {
   std::string status;  // "DEGRADED", "INACCESSIBLE", "DATA_LOSS".
   std::string reason;  // CamelCase; the status when the driver gave none.
   std::string message;
+  // Whether it goes away by itself, for the reasons stagehand's own driver gives
+  // (health/reason.h); nullopt for another driver's.
+  std::optional<bool> heals;
 };
 
 // The entries of a NodeGetVolumeHealth answer.

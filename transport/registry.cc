@@ -92,7 +92,7 @@ SessionHealth Registry::Health(const state::v1::SessionRecord& session) {
   if (!t.ok()) {
     SessionHealth h;
     h.message = std::string(t.status().message());
-    h.reason = "SessionDown";
+    h.reason = health::Reason::kSessionDown;
     return h;
   }
   return (*t)->Health(session);

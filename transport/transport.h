@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "health/reason.h"
 #include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
@@ -56,17 +57,15 @@ struct Attachment {
 };
 
 struct SessionHealth {
-  bool healthy = false;
-  bool identity_changed = false;
-  // Why it is not healthy; when healthy, non-empty means degraded (fewer paths than portals).
+  // The problem (health/reason.h); nullopt when there is none.
+  std::optional<health::Reason> reason;
+  // What happened and what to do, for a person; empty without a problem.
   std::string message;
-  // CamelCase, for machines: "SessionGone", "SessionRestarting" (a successor is being started),
-  // "SessionStopped", "SessionReconnecting",
-  // "ReplacementTimeoutPassed" (reconnecting, and I/O fails meanwhile),
-  // "SessionDown", "LunIdentityChanged", "LunCapacityShrunk", "LoopDeviceGone",
-  // "FuseConnectionAborted", "LoopDeviceDetaching" and "MultipathDegraded" (both degraded);
-  // empty when healthy and not degraded.
-  std::string reason;
+
+  // No problem, or a degraded one (fewer paths than portals, a loop device detaching): I/O works.
+  bool Usable() const {
+    return !reason || health::Info(*reason).severity == health::Severity::kDegraded;
+  }
 };
 
 // What serves a session now, for people (stagehandctl agent volumes).

@@ -85,9 +85,10 @@ class FakeTransport : public transport::Transport {
 
   transport::SessionHealth Health(const state::v1::SessionRecord& session) override {
     transport::SessionHealth h;
-    h.healthy = healthy_ && attached_.count(session.userspace().loop_device()) > 0;
-    h.message = h.healthy ? "" : "iSCSI session process is not running";
-    h.reason = h.healthy ? "" : "SessionGone";
+    if (!healthy_ || attached_.count(session.userspace().loop_device()) == 0) {
+      h.message = "iSCSI session process is not running";
+      h.reason = health::Reason::kSessionGone;
+    }
     return h;
   }
 

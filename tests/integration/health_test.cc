@@ -28,6 +28,7 @@
 #include "base/process.h"
 #include "base/subprocess.h"
 #include "base/unique_fd.h"
+#include "health/reason.h"
 #include "proto/agent.grpc.pb.h"
 #include "tests/integration/cluster.h"
 #include "tests/integration/node_test_base.h"
@@ -140,9 +141,12 @@ class HealthTest : public NodeIntegrationTest {
     }
     EXPECT_THAT(AgentCondition(volume_id), HasSubstr(reason + ": "));
     EXPECT_THAT(CliVolumes(), HasSubstr(reason));
+    const auto known = health::ReasonNamed(reason);
+    ASSERT_TRUE(known.has_value()) << reason << " is not in health/reason.h";
     EXPECT_THAT(ProblemMetrics(volume_id),
                 HasSubstr(absl::StrCat("status=\"", csi::v1::VolumeHealthErrorType_Name(status),
-                                       "\",reason=\"", reason, "\"} 1")));
+                                       "\",reason=\"", reason, "\",heals=\"",
+                                       health::Info(*known).heals ? "yes" : "no", "\"} 1")));
     EXPECT_THAT(Readyz(), HasSubstr(absl::StrCat("volume '", volume_id, "' is abnormal: ")));
     EXPECT_THAT(Readyz(), HasSubstr(reason + ": "));
   }

@@ -40,7 +40,7 @@ TEST_F(FilesystemHealthTest, AHealthyExt4IsFine) {
 TEST_F(FilesystemHealthTest, EmergencyReadOnlyIsAFailureThoughTheMountSaysRw) {
   auto p = CheckFilesystem(Ext4("rw,errors=remount-ro,emergency_ro"), true, dir_.path());
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->reason, "FilesystemFailed");
+  EXPECT_TRUE(p->failed);
   EXPECT_THAT(p->message, HasSubstr("emergency_ro"));
   EXPECT_THAT(p->message, HasSubstr("restart the pods"));
   // Also on a volume mounted read-only on purpose: it cannot be read reliably either.
@@ -50,14 +50,14 @@ TEST_F(FilesystemHealthTest, EmergencyReadOnlyIsAFailureThoughTheMountSaysRw) {
 TEST_F(FilesystemHealthTest, AShutDownExt4IsAFailure) {
   auto problem = CheckFilesystem(Ext4("rw,shutdown"), /*mounted_writable=*/true, dir_.path());
   ASSERT_TRUE(problem.has_value());
-  EXPECT_EQ(problem->reason, "FilesystemFailed");
+  EXPECT_TRUE(problem->failed);
   EXPECT_THAT(problem->message, HasSubstr("shut down"));
 }
 
 TEST_F(FilesystemHealthTest, AReadOnlySuperblockIsAFailureOnlyWhenMountedReadWrite) {
   auto p = CheckFilesystem(Ext4("ro,errors=remount-ro"), true, dir_.path());
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->reason, "FilesystemFailed");
+  EXPECT_TRUE(p->failed);
   EXPECT_FALSE(CheckFilesystem(Ext4("ro,noload"), false, dir_.path()).has_value());
 }
 
@@ -65,7 +65,7 @@ TEST_F(FilesystemHealthTest, Ext4ErrorsSinceTheLastCheckAreReported) {
   SetErrors("3");
   auto p = CheckFilesystem(Ext4("rw"), true, dir_.path());
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->reason, "FilesystemErrors");
+  EXPECT_FALSE(p->failed);
   EXPECT_THAT(p->message, HasSubstr("3 error(s)"));
 }
 

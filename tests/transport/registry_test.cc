@@ -77,7 +77,7 @@ TEST_F(RegistryTest, ARecordGoesBackToTheTransportThatMadeIt) {
 
   EXPECT_EQ(TransportOf(a->session), "userspace");
   EXPECT_EQ(DeviceOf(a->session), a->device);
-  EXPECT_TRUE(registry_.Health(a->session).healthy);
+  EXPECT_TRUE(registry_.Health(a->session).Usable());
   ASSERT_THAT(registry_.Detach(a->session), IsOk());
   EXPECT_EQ(userspace_.detaches(), 1);
 }
@@ -88,8 +88,8 @@ TEST_F(RegistryTest, AKernelRecordOnANodeWithoutTheKernelTransportIsDown) {
 
   const SessionHealth h = registry_.Health(kernel);
 
-  EXPECT_FALSE(h.healthy);
-  EXPECT_EQ(h.reason, "SessionDown");
+  EXPECT_FALSE(h.Usable());
+  EXPECT_EQ(h.reason, health::Reason::kSessionDown);
   EXPECT_THAT(h.message, HasSubstr("no iscsi_tcp"));
   EXPECT_THAT(registry_.Detach(kernel), StatusIs(absl::StatusCode::kFailedPrecondition));
 }

@@ -427,6 +427,7 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& record) {
   SessionHealth h;
   const iscsi::LunIdentity want = iscsi::FromProto(session.identity());
   std::vector<std::string> problems;
+  bool identity_changed = false;
   int working = 0;
   bool reconnecting = false;
   bool timed_out = false;
@@ -456,12 +457,12 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& record) {
       // another LUN's.
       problems.push_back(absl::StrCat("LUN ", path.lun(), " of ", where, " is now ", d->disk,
                                       ", not the staged ", path.disk(), "; stage it again"));
-      h.identity_changed = true;
+      identity_changed = true;
       continue;
     }
     if (auto id = sysfs_.DiskIdentity(d->disk); id.ok() && !want.Empty()) {
       if (auto same = iscsi::CheckSameLun(want, *id); !same.ok()) {
-        h.identity_changed = true;
+        identity_changed = true;
         problems.push_back(std::string(same.message()));
         continue;
       }
@@ -476,17 +477,16 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& record) {
     problems.push_back(absl::StrCat("dm-multipath map ", session.multipath_map(), " is gone"));
     working = 0;
   }
-  h.healthy = working > 0 && !h.identity_changed;
   h.message = absl::StrJoin(problems, "; ");
-  if (h.identity_changed) {
-    h.reason = "LunIdentityChanged";
-  } else if (!h.healthy) {
+  if (identity_changed) {
+    h.reason = health::Reason::kLunIdentityChanged;
+  } else if (working == 0) {
     // The same reasons as the userspace transport's: reconnecting heals by itself.
-    h.reason = reconnecting ? "SessionReconnecting"
-               : timed_out  ? "ReplacementTimeoutPassed"
-                            : "SessionDown";
+    h.reason = reconnecting ? health::Reason::kSessionReconnecting
+               : timed_out  ? health::Reason::kReplacementTimeoutPassed
+                            : health::Reason::kSessionDown;
   } else if (!problems.empty()) {
-    h.reason = "MultipathDegraded";
+    h.reason = health::Reason::kMultipathDegraded;
     h.message = absl::StrCat(working, " of ", session.paths_size(), " paths working: ", h.message);
   }
   return h;

@@ -397,27 +397,25 @@ SessionHealth FromStatus(const SessionStatus& status) {
   SessionHealth h;
   switch (status.state()) {
     case SessionStatus::UP:
-      h.healthy = true;
       break;
     case SessionStatus::IDENTITY_MISMATCH:
-      h.identity_changed = true;
       h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
-      h.reason = "LunIdentityChanged";
+      h.reason = health::Reason::kLunIdentityChanged;
       break;
     case SessionStatus::CAPACITY_SHRUNK:
       h.message =
           absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
-      h.reason = "LunCapacityShrunk";
+      h.reason = health::Reason::kLunCapacityShrunk;
       break;
     case SessionStatus::FUSE_ABORTED:  // Written just before it exits.
       h.message = status.message();
-      h.reason = "FuseConnectionAborted";
+      h.reason = health::Reason::kFuseConnectionAborted;
       break;
     default:
       h.message = absl::StrCat("iSCSI session is down: ", status.message());
-      h.reason = status.state() != SessionStatus::RECONNECTING ? "SessionDown"
-                 : status.io_failing()                         ? "ReplacementTimeoutPassed"
-                                                               : "SessionReconnecting";
+      h.reason = status.state() != SessionStatus::RECONNECTING ? health::Reason::kSessionDown
+                 : status.io_failing() ? health::Reason::kReplacementTimeoutPassed
+                                       : health::Reason::kSessionReconnecting;
       break;
   }
   return h;
@@ -425,7 +423,7 @@ SessionHealth FromStatus(const SessionStatus& status) {
 
 // Whether the loop device still serves the session's LUN file; changes a healthy `h`.
 void CheckLoop(const Record& session, SessionHealth& h) {
-  if (!h.healthy || session.loop_device().empty()) {
+  if (!h.Usable() || session.loop_device().empty()) {
     return;
   }
   switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
@@ -437,15 +435,14 @@ void CheckLoop(const Record& session, SessionHealth& h) {
           " was detached behind stagehand's back (losetup -d) while in use: it works until "
           "its last user closes it, then the volume has no device; unpublish and unstage the "
           "volume, then stage it again");
-      h.reason = "LoopDeviceDetaching";
+      h.reason = health::Reason::kLoopDeviceDetaching;
       break;
     case LoopAttachment::kGone:
-      h.healthy = false;
       h.message = absl::StrCat("loop device ", session.loop_device(),
                                " no longer serves the session's LUN file (detached behind "
                                "stagehand's back?): I/O to the volume fails; unpublish and "
                                "unstage the volume, then stage it again");
-      h.reason = "LoopDeviceGone";
+      h.reason = health::Reason::kLoopDeviceGone;
       break;
   }
 }
@@ -470,12 +467,12 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
                                  ? absl::StrCat(" or its watchdog replaces it (",
                                                 options_.session_watchdog.count(), " s)")
                                  : "");
-    h.reason = "SessionStopped";
+    h.reason = health::Reason::kSessionStopped;
     return h;
   }
   if (!worker.status) {
     h.message = "iSCSI session status is unreadable";
-    h.reason = "SessionDown";
+    h.reason = health::Reason::kSessionDown;
     return h;
   }
   h = FromStatus(*worker.status);
@@ -490,21 +487,21 @@ SessionHealth UserspaceTransport::Ended(const Record& session,
   // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
   if (last && last->state() == SessionStatus::FUSE_ABORTED) {
     h.message = last->message();
-    h.reason = "FuseConnectionAborted";
+    h.reason = health::Reason::kFuseConnectionAborted;
   } else if (options_.launcher->Supervised(WithCurrentSupervisor(session, last))) {
     h.message = absl::StrCat("iSCSI session process ", pid,
                              " ended; its successor is being started and takes over the "
                              "volume's I/O (which waits meanwhile)");
-    h.reason = "SessionRestarting";
+    h.reason = health::Reason::kSessionRestarting;
   } else {
     h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
-    h.reason = "SessionGone";
+    h.reason = health::Reason::kSessionGone;
   }
   return h;
 }
 
 void UserspaceTransport::CheckAnswering(const Record& session, int pid, SessionHealth& h) {
-  if (!h.healthy) {
+  if (!h.Usable()) {
     return;
   }
   // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
@@ -513,14 +510,13 @@ void UserspaceTransport::CheckAnswering(const Record& session, int pid, SessionH
   const auto since =
       counters.ok() ? session::SinceLastBeat(*counters, session::MonotonicNowNs()) : std::nullopt;
   if (since && *since >= options_.heartbeat_timeout) {
-    h.healthy = false;
     h.message = absl::StrCat("iSCSI session process ", pid,
                              " runs but its loop has not turned for ", since->count() / 1000,
                              " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
                              "volume waits until it answers: check the process (its stack in "
                              "/proc/",
                              pid, "/task/*/stack)");
-    h.reason = "SessionNotAnswering";
+    h.reason = health::Reason::kSessionNotAnswering;
     return;
   }
   if (session.loop_device().empty()) {
@@ -529,14 +525,13 @@ void UserspaceTransport::CheckAnswering(const Record& session, int pid, SessionH
   const auto activity = ReadLoopActivity(session.loop_device());
   const auto waited = activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
   if (waited) {
-    h.healthy = false;
     h.message = absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
                              activity->in_flight, " I/O request(s) waiting on ",
                              session.loop_device(), " for ", waited->count() / 1000,
                              " s (deadlocked or frozen?); I/O to the volume waits until it "
                              "answers: check the process (its stack in /proc/",
                              pid, "/task/*/stack)");
-    h.reason = "SessionNotAnswering";
+    h.reason = health::Reason::kSessionNotAnswering;
   }
 }
 

@@ -61,7 +61,7 @@ TEST(KernelTransportTest, AttachLogsInScansOneLunAndDetachLogsOut) {
 
   ASSERT_EQ(stat(host.NodeRecord("127.0.0.1:3260").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_TRUE(t.Health(a->session).healthy);
+  EXPECT_TRUE(t.Health(a->session).Usable());
 
   ASSERT_THAT(t.Detach(a->session), IsOk());
 
@@ -116,7 +116,7 @@ TEST(KernelTransportTest, SharedSessionIsLoggedOutWithItsLastLun) {
 
   ASSERT_THAT(t.Detach(a->session), IsOk());
   EXPECT_EQ(host.Sessions(), 1);  // LUN 2 still uses it.
-  EXPECT_TRUE(t.Health(b->session).healthy);
+  EXPECT_TRUE(t.Health(b->session).Usable());
 
   ASSERT_THAT(t.Detach(b->session), IsOk());
   EXPECT_EQ(host.Sessions(), 0);
@@ -143,7 +143,7 @@ TEST(KernelTransportTest, OtherChapCannotShareALoggedInSession) {
   EXPECT_EQ(host.Sessions(), 1);
   EXPECT_THAT(Read(host.NodeRecord("127.0.0.1:3260")),
               HasSubstr("node.session.auth.password = right\n"));
-  EXPECT_TRUE(t.Health(a->session).healthy);
+  EXPECT_TRUE(t.Health(a->session).Usable());
 
   // The same credentials share it.
   AttachRequest same = Request(2);
@@ -168,7 +168,7 @@ TEST(KernelTransportTest, DetachLeavesADiskThatNowReportsAnotherLun) {
 
   EXPECT_TRUE(host.DiskExists("sda"));
   EXPECT_EQ(host.Sessions(), 1);
-  EXPECT_TRUE(t.Health(other).identity_changed);
+  EXPECT_EQ(t.Health(other).reason, health::Reason::kLunIdentityChanged);
 }
 
 TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
@@ -181,7 +181,7 @@ TEST(KernelTransportTest, SeveralPortalsMakeOneMultipathDevice) {
   EXPECT_THAT(a->device, HasSubstr("/dev/mapper/36000"));
   EXPECT_EQ(a->session.kernel().multipath_map(), "36000");
   EXPECT_EQ(host.Sessions(), 2);
-  EXPECT_TRUE(t.Health(a->session).healthy);
+  EXPECT_TRUE(t.Health(a->session).Usable());
 
   ASSERT_THAT(t.Detach(a->session), IsOk());
   EXPECT_FALSE(host.DiskExists("dm-0"));
@@ -197,14 +197,14 @@ TEST(KernelTransportTest, AFailedSessionOfTheOnlyPathIsReconnecting) {
   host.SetSessionState("127.0.0.1:3260", "FAILED");
   const SessionHealth h = t.Health(a->session);
 
-  EXPECT_FALSE(h.healthy);
-  EXPECT_EQ(h.reason, "SessionReconnecting");
+  EXPECT_FALSE(h.Usable());
+  EXPECT_EQ(h.reason, health::Reason::kSessionReconnecting);
   EXPECT_THAT(h.message, HasSubstr("127.0.0.1:3260 is FAILED"));
   host.SetSessionState("127.0.0.1:3260", "FREE");  // The recovery timeout ran out.
-  EXPECT_EQ(t.Health(a->session).reason, "ReplacementTimeoutPassed");
+  EXPECT_EQ(t.Health(a->session).reason, health::Reason::kReplacementTimeoutPassed);
   host.SetSessionState("127.0.0.1:3260", "LOGGED_IN");
-  EXPECT_TRUE(t.Health(a->session).healthy) << "healthy again once it is logged in";
-  EXPECT_EQ(t.Health(a->session).reason, "");
+  EXPECT_TRUE(t.Health(a->session).Usable()) << "healthy again once it is logged in";
+  EXPECT_EQ(t.Health(a->session).reason, std::nullopt);
   ASSERT_THAT(t.Detach(a->session), IsOk());
 }
 
@@ -219,12 +219,12 @@ TEST(KernelTransportTest, AMapWithAFailedPathIsDegradedAndWithNoneDown) {
   host.SetSessionState("127.0.0.1:3260", "FAILED");
   const SessionHealth none = t.Health(a->session);
 
-  EXPECT_TRUE(one.healthy) << "one working path serves the volume";
-  EXPECT_EQ(one.reason, "MultipathDegraded");
+  EXPECT_TRUE(one.Usable()) << "one working path serves the volume";
+  EXPECT_EQ(one.reason, health::Reason::kMultipathDegraded);
   EXPECT_THAT(one.message, HasSubstr("1 of 2 paths working"));
   EXPECT_THAT(one.message, HasSubstr("127.0.0.1:3261 is FAILED"));
-  EXPECT_FALSE(none.healthy);
-  EXPECT_EQ(none.reason, "SessionReconnecting");
+  EXPECT_FALSE(none.Usable());
+  EXPECT_EQ(none.reason, health::Reason::kSessionReconnecting);
   ASSERT_THAT(t.Detach(a->session), IsOk());
 }
 
@@ -255,7 +255,7 @@ TEST(KernelTransportTest, AFailedAttachLeavesADiskThatWasAlreadyThere) {
 
   EXPECT_TRUE(host.DiskExists("sda"));
   EXPECT_EQ(host.Sessions(), 1);
-  EXPECT_TRUE(t.Health(a->session).healthy);
+  EXPECT_TRUE(t.Health(a->session).Usable());
 }
 
 TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatHasIt) {
@@ -282,7 +282,7 @@ TEST(KernelTransportTest, AVetoedIdentityLeavesTheDiskAndSessionOfTheVolumeThatH
   EXPECT_EQ(so_far.kernel().paths(0).disk(), "sda");
   EXPECT_TRUE(host.DiskExists("sda"));
   EXPECT_EQ(host.Sessions(), 1);
-  EXPECT_TRUE(t.Health(a->session).healthy);
+  EXPECT_TRUE(t.Health(a->session).Usable());
 }
 
 TEST(KernelTransportTest, AVetoedNewPathLeavesTheMapOfTheVolumeThatHasTheLun) {
@@ -306,7 +306,7 @@ TEST(KernelTransportTest, AVetoedNewPathLeavesTheMapOfTheVolumeThatHasTheLun) {
   EXPECT_TRUE(host.DiskExists("dm-0")) << "the other volume's map stays";
   EXPECT_EQ(host.MapSlaves(), (std::vector<std::string>{"sda", "sdb"}));
   EXPECT_EQ(host.Sessions(), 2);
-  EXPECT_TRUE(t.Health(a->session).healthy);
+  EXPECT_TRUE(t.Health(a->session).Usable());
 }
 
 TEST(SameAddressTest, ComparesAddressesNotTheirSpelling) {
@@ -340,7 +340,7 @@ TEST(KernelTransportTest, ALunBackUnderAnotherNameIsNotHealthy) {
 
   const SessionHealth h = t.Health(renamed);
 
-  EXPECT_FALSE(h.healthy);
+  EXPECT_FALSE(h.Usable());
   EXPECT_THAT(h.message, HasSubstr("now sda"));
 }
 
