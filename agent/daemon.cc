@@ -18,12 +18,12 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/agent_health.h"
-#include "agent/agent_service.h"
-#include "agent/driver_volumes.h"
-#include "agent/metrics.h"
-#include "agent/registrar_record.h"
-#include "agent/stats_collector.h"
+#include "status/agent_health.h"
+#include "status/agent_service.h"
+#include "status/driver_volumes.h"
+#include "status/metrics.h"
+#include "registration/registrar_record.h"
+#include "status/stats_collector.h"
 #include "agent/version.h"
 #include "base/event_loop.h"
 #include "base/file_io.h"
@@ -44,9 +44,10 @@
 #include "registration/registrar.h"
 #include "registration/registry.h"
 #include "registration/registry_files.h"
-#include "standalone/csi_node_client.h"
-#include "standalone/manifest_source.h"
-#include "standalone/manifest_volume_store.h"
+#include "csiclient/reconciler_client.h"
+#include "manifests/manifest.h"
+#include "manifests/manifest_source.h"
+#include "manifests/manifest_volume_store.h"
 #include "systemd/notifier.h"
 #include "transport/kernel/kernel_transport.h"
 #include "transport/registry.h"
@@ -102,7 +103,7 @@ absl::Status In(const std::string& what, const absl::Status& status) {
 }
 
 // Hands manifest events to the reconciler.
-class ReconcilerBridge final : public standalone::ManifestListener {
+class ReconcilerBridge final : public manifests::ManifestListener {
  public:
   explicit ReconcilerBridge(reconciler::Reconciler& reconciler) : reconciler_(reconciler) {}
 
@@ -200,27 +201,27 @@ class AgentDaemon final : public Daemon {
   std::unique_ptr<registration::RegistryFiles> registry_files_;
   Mutex poke_mu_;
   reconciler::Reconciler* poke_target_ ABSL_GUARDED_BY(poke_mu_) = nullptr;
-  std::unique_ptr<RegistrarRecord> registrar_record_;
+  std::unique_ptr<registration::RegistrarRecord> registrar_record_;
   std::unique_ptr<registration::Registrar> registrar_;
   std::unique_ptr<registration::PluginWatcher> watcher_;
 
   // Standalone: the reconciler keeps the declared volumes staged and published.
-  std::unique_ptr<standalone::ManifestVolumeStore> volume_store_;
-  std::unique_ptr<standalone::HostMountTable> mount_table_;
-  OperationMetrics operation_metrics_;
-  std::unique_ptr<standalone::RegistryDriverDirectory> directory_;
+  std::unique_ptr<manifests::ManifestVolumeStore> volume_store_;
+  std::unique_ptr<manifests::HostMountTable> mount_table_;
+  status::OperationMetrics operation_metrics_;
+  std::unique_ptr<csiclient::RegistryDriverDirectory> directory_;
   std::unique_ptr<reconciler::Reconciler> reconciler_;
   std::unique_ptr<ReconcilerBridge> bridge_;
-  std::unique_ptr<standalone::ManifestSource> manifests_;
+  std::unique_ptr<manifests::ManifestSource> manifests_;
 
   // What the agent reports, and where.
-  std::unique_ptr<AgentHealth> health_;
-  std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<status::AgentHealth> health_;
+  std::unique_ptr<status::AgentService> agent_service_;
   UniqueFd agent_socket_lock_;
   std::unique_ptr<grpc::Server> agent_server_;
-  std::shared_ptr<AgentCollectable> collectable_;
-  std::unique_ptr<StatsCollector> stats_;
-  std::unique_ptr<MetricsServer> metrics_server_;
+  std::shared_ptr<status::AgentCollectable> collectable_;
+  std::unique_ptr<status::StatsCollector> stats_;
+  std::unique_ptr<status::MetricsServer> metrics_server_;
 };
 
 absl::Status AgentDaemon::TakeLocks() {
@@ -339,7 +340,7 @@ absl::Status AgentDaemon::StartRegistration() {
   registrar_options.endpoint =
       options_.kubelet_registration_path.empty() ? csi_socket_ : options_.kubelet_registration_path;
   // What the registering side told us, for operators: <state-dir>/registrar.json.
-  registrar_record_ = std::make_unique<RegistrarRecord>(
+  registrar_record_ = std::make_unique<registration::RegistrarRecord>(
       JoinPath(options_.state_dir, "registrar.json"), registrar_options.endpoint);
   auto registrar = registration::Registrar::Start(
       registrar_options, [record = registrar_record_.get()](
@@ -368,12 +369,14 @@ absl::Status AgentDaemon::StartRegistration() {
 
 absl::Status AgentDaemon::StartReconciler() {
   directory_ =
-      std::make_unique<standalone::RegistryDriverDirectory>(registry_, &operation_metrics_);
+      std::make_unique<csiclient::RegistryDriverDirectory>(
+      registry_, [](const std::string& path) { return manifests::LoadSecretsFile(path); },
+      &operation_metrics_);
   if (!options_.watch_plugins) {
     return absl::OkStatus();
   }
-  volume_store_ = std::make_unique<standalone::ManifestVolumeStore>(options_.state_dir);
-  mount_table_ = std::make_unique<standalone::HostMountTable>(mounter_);
+  volume_store_ = std::make_unique<manifests::ManifestVolumeStore>(options_.state_dir);
+  mount_table_ = std::make_unique<manifests::HostMountTable>(mounter_);
   reconciler::ReconcilerOptions reconciler_options;
   reconciler_options.staging_root = options_.state_dir;
   reconciler_options.call_timeout = options_.csi_timeout;
@@ -395,7 +398,7 @@ absl::Status AgentDaemon::StartReconciler() {
   // A missing manifest directory is created only when no volume is managed yet; else it is
   // reported and every volume stays as it is (DesiredComplete comes with its first listing).
   const bool no_volumes = reconciler_->Status().volumes.empty();
-  auto source = standalone::ManifestSource::Start(options_.manifest_dir, options_.state_dir,
+  auto source = manifests::ManifestSource::Start(options_.manifest_dir, options_.state_dir,
                                                   *bridge_, no_volumes, loop_.get());
   if (!source.ok()) {
     return In("manifests", source.status());
@@ -405,23 +408,25 @@ absl::Status AgentDaemon::StartReconciler() {
 }
 
 absl::Status AgentDaemon::StartAgentApi() {
-  AgentHealth::Sources sources;
+  status::AgentHealth::Sources sources;
   sources.driver_name = options_.driver_name;
   sources.reconciler = reconciler_.get();
   sources.registry = options_.watch_plugins ? &registry_ : nullptr;
-  sources.manifests = manifests_.get();
+  if (manifests_) {
+    sources.manifest_problem = [m = manifests_.get()] { return m->Problem(); };
+  }
   sources.registrar = registrar_record_.get();
   if (!reconciler_ && node_) {
     sources.driver_volume_problems = [node = node_.get(), name = options_.driver_name] {
-      v1::ListVolumesResponse volumes;
+      agent::v1::ListVolumesResponse volumes;
       std::vector<std::string> problems;
-      ListDriverVolumes(*node, name, &volumes, &problems);
+      status::ListDriverVolumes(*node, name, &volumes, &problems);
       return problems;
     };
   }
-  health_ = std::make_unique<AgentHealth>(std::move(sources));
-  agent_service_ = std::make_unique<AgentService>(
-      AgentInfo{std::string(kVersion), kubernetes() ? "kubernetes" : "standalone", options_.node_id,
+  health_ = std::make_unique<status::AgentHealth>(std::move(sources));
+  agent_service_ = std::make_unique<status::AgentService>(
+      status::AgentInfo{std::string(kVersion), kubernetes() ? "kubernetes" : "standalone", options_.node_id,
                 options_.driver_name, options_.watch_plugins ? options_.manifest_dir : "",
                 session_launcher_, default_transport_},
       *health_, node_.get());
@@ -440,18 +445,18 @@ absl::Status AgentDaemon::StartAgentApi() {
 }
 
 absl::Status AgentDaemon::StartMetrics() {
-  collectable_ = std::make_shared<AgentCollectable>(reconciler_.get(),
+  collectable_ = std::make_shared<status::AgentCollectable>(reconciler_.get(),
                                                     options_.watch_plugins ? &registry_ : nullptr,
                                                     [t = &transport_] { return t->Sessions(); });
   if (reconciler_) {
-    StatsCollector::Options stats_options;
+    status::StatsCollector::Options stats_options;
     stats_options.period = options_.stats_period;
     stats_options.health_period = options_.health_period;
-    stats_ = std::make_unique<StatsCollector>(stats_options, *reconciler_, *directory_,
+    stats_ = std::make_unique<status::StatsCollector>(stats_options, *reconciler_, *directory_,
                                               *collectable_, loop_.get());
   } else if (node_) {
     collectable_->SetVolumeHealthSource([node = node_.get(), name = options_.driver_name] {
-      return DriverVolumeHealth(*node, name);
+      return status::DriverVolumeHealth(*node, name);
     });
   }
   if (options_.metrics_address.empty()) {
@@ -459,7 +464,7 @@ absl::Status AgentDaemon::StartMetrics() {
   }
   SH_ASSIGN_OR_RETURN(
       metrics_server_,
-      MetricsServer::Start(options_.metrics_address, {operation_metrics_.registry(), collectable_},
+      status::MetricsServer::Start(options_.metrics_address, {operation_metrics_.registry(), collectable_},
                            {[health = health_.get()] { return health->Live(); },
                             [health = health_.get()] { return health->Ready(); },
                             [health = health_.get()] { return health->VolumeProblems(); }}));

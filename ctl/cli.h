@@ -2,6 +2,7 @@
 
 // What every stagehandctl command shares: the global flags, error and output conventions.
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@ void Print(const Common& c, const google::protobuf::Message& m, const std::strin
 // Where tables may cut their last column: the terminal's width, or 160 when not a terminal.
 // --wide: no limit.
 size_t OutputWidth(bool wide);
+
+// The --timeout of a call.
+inline std::chrono::milliseconds Timeout(const Common& c) {
+  return std::chrono::seconds(c.timeout_seconds);
+}
 
 // A call context with the --timeout deadline, plus `extra_ms`.
 std::unique_ptr<grpc::ClientContext> Context(const Common& c, int extra_ms = 0);

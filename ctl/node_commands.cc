@@ -7,7 +7,9 @@
 
 #include <absl/strings/str_cat.h>
 
+#include "csiclient/capability.h"
 #include "ctl/format.h"
+#include "health/reason.h"
 
 namespace stagehand::ctl {
 
@@ -35,21 +37,16 @@ absl::StatusOr<std::map<std::string, std::string>> LoadSecrets(
 namespace {
 
 bool FillCapability(const VolumeArgs& v, csi::v1::VolumeCapability* cap) {
-  if (v.block) {
-    cap->mutable_block();
-  } else {
-    auto* m = cap->mutable_mount();
-    m->set_fs_type(v.fs_type);
-    for (const auto& f : v.mount_flags) {
-      m->add_mount_flags(f);
-    }
-  }
-  csi::v1::VolumeCapability::AccessMode::Mode mode{};
-  if (!csi::v1::VolumeCapability::AccessMode::Mode_Parse(v.access_mode, &mode)) {
-    std::cerr << "error: unknown --access-mode '" << v.access_mode << "'\n";
+  auto mode = csiclient::AccessModeNamed(v.access_mode);
+  if (!mode.ok()) {
+    std::cerr << "error: --access-mode: " << mode.status().message() << "\n";
     return false;
   }
-  cap->mutable_access_mode()->set_mode(mode);
+  csiclient::FillCapability({.block = v.block,
+                             .fs_type = v.fs_type,
+                             .mount_flags = v.mount_flags,
+                             .access_mode = *mode},
+                            cap);
   return true;
 }
 
@@ -131,24 +128,34 @@ NodeCommands AddNodeCommands(CLI::App& app, VolumeArgs& v) {
 
 namespace {
 
+// What stagehand's own driver says of its reasons (health/reason.h); nothing for another
+// driver's.
+std::string HealsNote(const std::string& reason) {
+  const auto known = health::ReasonNamed(reason);
+  if (!known) {
+    return "";
+  }
+  return health::Info(*known).heals ? " [heals by itself]" : " [needs someone to act]";
+}
+
 // info, capabilities, stage, unstage, publish, unpublish.
 int RunNodeCall(const NodeCommands& n, const Common& c, const VolumeArgs& v,
-                csi::v1::Node::Stub& stub) {
+                csiclient::NodeClient& client) {
   if (*n.info) {
-    csi::v1::NodeGetInfoResponse r;
-    auto s = stub.NodeGetInfo(Context(c).get(), {}, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.GetInfo(Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeGetInfoResponse& r = *answer;
     Print(c, r,
           "node_id: " + r.node_id() +
               "\nmax_volumes_per_node: " + std::to_string(r.max_volumes_per_node()) + "\n");
   } else if (*n.caps) {
-    csi::v1::NodeGetCapabilitiesResponse r;
-    auto s = stub.NodeGetCapabilities(Context(c).get(), {}, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.GetCapabilities(Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeGetCapabilitiesResponse& r = *answer;
     std::string text;
     for (const auto& cap : r.capabilities()) {
       text += csi::v1::NodeServiceCapability::RPC::Type_Name(cap.rpc().type()) + "\n";
@@ -162,21 +169,21 @@ int RunNodeCall(const NodeCommands& n, const Common& c, const VolumeArgs& v,
         !FillMaps(v, req.mutable_volume_context(), req.mutable_secrets())) {
       return kUsage;
     }
-    csi::v1::NodeStageVolumeResponse r;
-    auto s = stub.NodeStageVolume(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.Stage(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeStageVolumeResponse& r = *answer;
     Print(c, r, "staged " + v.volume_id + " at " + v.staging_path + "\n");
   } else if (*n.unstage) {
     csi::v1::NodeUnstageVolumeRequest req;
     req.set_volume_id(v.volume_id);
     req.set_staging_target_path(v.staging_path);
-    csi::v1::NodeUnstageVolumeResponse r;
-    auto s = stub.NodeUnstageVolume(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.Unstage(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeUnstageVolumeResponse& r = *answer;
     Print(c, r, "unstaged " + v.volume_id + "\n");
   } else if (*n.publish) {
     csi::v1::NodePublishVolumeRequest req;
@@ -188,21 +195,21 @@ int RunNodeCall(const NodeCommands& n, const Common& c, const VolumeArgs& v,
         !FillMaps(v, req.mutable_volume_context(), nullptr)) {
       return kUsage;
     }
-    csi::v1::NodePublishVolumeResponse r;
-    auto s = stub.NodePublishVolume(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.Publish(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodePublishVolumeResponse& r = *answer;
     Print(c, r, "published " + v.volume_id + " at " + v.target_path + "\n");
   } else if (*n.unpublish) {
     csi::v1::NodeUnpublishVolumeRequest req;
     req.set_volume_id(v.volume_id);
     req.set_target_path(v.target_path);
-    csi::v1::NodeUnpublishVolumeResponse r;
-    auto s = stub.NodeUnpublishVolume(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.Unpublish(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeUnpublishVolumeResponse& r = *answer;
     Print(c, r, "unpublished " + v.volume_id + " from " + v.target_path + "\n");
   }
   return 0;
@@ -210,16 +217,16 @@ int RunNodeCall(const NodeCommands& n, const Common& c, const VolumeArgs& v,
 
 // stats, expand, health, storage-health.
 int RunNodeQuery(const NodeCommands& n, const Common& c, const VolumeArgs& v,
-                 csi::v1::Node::Stub& stub) {
+                 csiclient::NodeClient& client) {
   if (*n.stats) {
     csi::v1::NodeGetVolumeStatsRequest req;
     req.set_volume_id(v.volume_id);
     req.set_volume_path(v.path);
-    csi::v1::NodeGetVolumeStatsResponse r;
-    auto s = stub.NodeGetVolumeStats(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.GetVolumeStats(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeGetVolumeStatsResponse& r = *answer;
     std::string text;
     for (const auto& u : r.usage()) {
       text += (u.unit() == csi::v1::VolumeUsage::BYTES ? "bytes " : "inodes") +
@@ -241,11 +248,11 @@ int RunNodeQuery(const NodeCommands& n, const Common& c, const VolumeArgs& v,
     if (v.capacity_bytes > 0) {
       req.mutable_capacity_range()->set_required_bytes(v.capacity_bytes);
     }
-    csi::v1::NodeExpandVolumeResponse r;
-    auto s = stub.NodeExpandVolume(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.Expand(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeExpandVolumeResponse& r = *answer;
     Print(c, r,
           "expanded " + v.volume_id + ": " + std::to_string(r.capacity_bytes()) + " bytes (" +
               HumanBytes(static_cast<uint64_t>(r.capacity_bytes())) + ")\n");
@@ -254,23 +261,23 @@ int RunNodeQuery(const NodeCommands& n, const Common& c, const VolumeArgs& v,
     req.set_volume_id(v.volume_id);
     req.set_volume_publish_path(v.path);
     req.set_staging_target_path(v.staging_path);
-    csi::v1::NodeGetVolumeHealthResponse r;
-    auto s = stub.NodeGetVolumeHealth(Context(c).get(), req, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.GetVolumeHealth(req, Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeGetVolumeHealthResponse& r = *answer;
     std::string text;
     for (const auto& e : r.volume_health().health_statuses()) {
       text += absl::StrCat(csi::v1::VolumeHealthErrorType_Name(e.status()), " ", e.reason(), ": ",
-                           e.message(), "\n");
+                           e.message(), HealsNote(e.reason()), "\n");
     }
     Print(c, r, text.empty() ? v.volume_id + ": healthy\n" : text);
   } else if (*n.storage_health) {
-    csi::v1::NodeGetStorageHealthResponse r;
-    auto s = stub.NodeGetStorageHealth(Context(c).get(), {}, &r);
-    if (!s.ok()) {
-      return Fail(s);
+    auto answer = client.GetStorageHealth(Timeout(c));
+    if (!answer.ok()) {
+      return Fail(answer.status());
     }
+    const csi::v1::NodeGetStorageHealthResponse& r = *answer;
     std::string text;
     for (const auto& e : r.backend_health()) {
       text += absl::StrCat(csi::v1::StorageHealthErrorType_Name(e.status()), " ", e.reason(), ": ",
@@ -284,11 +291,11 @@ int RunNodeQuery(const NodeCommands& n, const Common& c, const VolumeArgs& v,
 }  // namespace
 
 int RunNode(const NodeCommands& n, const Common& c, const VolumeArgs& v,
-            csi::v1::Node::Stub& stub) {
+            csiclient::NodeClient& client) {
   if (*n.stats || *n.expand || *n.health || *n.storage_health) {
-    return RunNodeQuery(n, c, v, stub);
+    return RunNodeQuery(n, c, v, client);
   }
-  return RunNodeCall(n, c, v, stub);
+  return RunNodeCall(n, c, v, client);
 }
 
 }  // namespace stagehand::ctl

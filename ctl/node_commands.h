@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 #include "ctl/cli.h"
-#include "proto/csi.grpc.pb.h"
+#include "csiclient/node_client.h"
 #include <CLI/CLI.hpp>
 
 namespace stagehand::ctl {
@@ -51,6 +51,7 @@ absl::StatusOr<std::map<std::string, std::string>> LoadSecrets(
 NodeCommands AddNodeCommands(CLI::App& app, VolumeArgs& v);
 
 // Runs the node command that was given; its exit status.
-int RunNode(const NodeCommands& n, const Common& c, const VolumeArgs& v, csi::v1::Node::Stub& stub);
+int RunNode(const NodeCommands& n, const Common& c, const VolumeArgs& v,
+            csiclient::NodeClient& client);
 
 }  // namespace stagehand::ctl

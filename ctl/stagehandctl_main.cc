@@ -210,7 +210,6 @@ int main(int argc, char** argv) {
   auto channel = grpc::CreateChannel(stagehand::ctl::UnixTarget(c.endpoint),
                                      grpc::InsecureChannelCredentials());
   auto identity_stub = csi::v1::Identity::NewStub(channel);
-  auto node_stub = csi::v1::Node::NewStub(channel);
 
   if (*id_info) {
     csi::v1::GetPluginInfoResponse r;
@@ -227,7 +226,11 @@ int main(int argc, char** argv) {
     }
     Print(c, r, std::string(r.ready().value() ? "ready\n" : "not ready\n"));
   } else {
-    return stagehand::ctl::RunNode(node, c, v, *node_stub);
+    // A plugin that is not there fails at once (Unavailable), as csc's calls do.
+    stagehand::csiclient::NodeClient::Options options;
+    options.wait_for_ready = false;
+    stagehand::csiclient::NodeClient client("", stagehand::ctl::UnixTarget(c.endpoint), options);
+    return stagehand::ctl::RunNode(node, c, v, client);
   }
   return 0;
 }

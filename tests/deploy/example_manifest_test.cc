@@ -5,10 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "standalone/manifest.h"
+#include "manifests/manifest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace stagehand::standalone {
+namespace stagehand::manifests {
 namespace {
 
 using ::stagehand::testing::IsOk;
@@ -27,4 +27,4 @@ TEST(ExampleManifestTest, PackagedExampleVolumeParses) {
 }
 
 }  // namespace
-}  // namespace stagehand::standalone
+}  // namespace stagehand::manifests

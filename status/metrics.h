@@ -1,0 +1,139 @@
+#pragma once
+
+// What stagehand exports for Prometheus, and the HTTP endpoint that serves it with /healthz and
+// /readyz (prometheus-cpp's exposer; the two probes are answered from civetweb's request hook).
+//
+// - Operation metrics live in a prometheus::Registry: stagehand_csi_operations_seconds
+//   (histogram by driver, method, grpc_status_code, the kubelet's csi_operations_seconds shape)
+//   and stagehand_reconcile_errors_total (by driver, operation).
+// - State is computed at scrape time by AgentCollectable: volumes by phase, plugins by health,
+//   userspace iSCSI sessions by state, their reconnects and identity mismatches, their data-path
+//   counters (stagehand_datapath_*_total by volume_id, from each session's counters file), and the
+//   last volume stats gathered by the StatsCollector (agent/stats_collector.h)
+//   (stagehand_volume_stats_*, the kubelet's names).
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/mutex.h"
+#include "base/status.h"
+#include "csiclient/reconciler_client.h"
+#include "transport/transport.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace stagehand::reconciler {
+class Reconciler;
+}
+
+namespace stagehand::registration {
+class Registry;
+}
+
+namespace stagehand::status {
+
+// Thread-safe.
+class OperationMetrics final : public csiclient::CallObserver {
+ public:
+  OperationMetrics();
+
+  void ObserveCsiCall(const std::string& driver, const std::string& method, absl::StatusCode code,
+                      std::chrono::steady_clock::duration elapsed) override;
+  void CountReconcileError(const std::string& driver, const std::string& operation);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Histogram>* csi_seconds_;
+  prometheus::Family<prometheus::Counter>* reconcile_errors_;
+};
+
+// Builds the state metrics at scrape time. Thread-safe. Pointers may be null (Kubernetes mode has
+// no reconciler or registry); they must outlive the collectable.
+class AgentCollectable final : public prometheus::Collectable {
+ public:
+  // The sessions of the built-in driver's transports (transport::Transport::Sessions); may be
+  // empty. Called at scrape time from the exposer's thread.
+  using SessionSource = std::function<std::vector<transport::SessionSample>()>;
+
+  AgentCollectable(const reconciler::Reconciler* reconciler, const registration::Registry* registry,
+                   SessionSource sessions);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  void SetVolumeStats(std::vector<csiclient::VolumeStatsSample> samples);
+  void SetVolumeHealth(std::vector<csiclient::VolumeHealthSample> samples);
+
+  // Without health rounds (no reconciler): the volume health is asked for at scrape time. Set
+  // before the first scrape; `source` must be thread-safe and must not do I/O to the LUNs.
+  void SetVolumeHealthSource(std::function<std::vector<csiclient::VolumeHealthSample>()> source) {
+    health_source_ = std::move(source);
+  }
+
+ private:
+  // One group of families each, appended to `out`.
+  void CollectVolumes(std::vector<prometheus::MetricFamily>& out) const;
+  void CollectPlugins(std::vector<prometheus::MetricFamily>& out) const;
+  // The sessions of the built-in driver and their data-path counters, from its transports.
+  void CollectSessions(std::vector<prometheus::MetricFamily>& out) const;
+  void CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const;
+
+  const reconciler::Reconciler* reconciler_;
+  const registration::Registry* registry_;
+  SessionSource sessions_;
+  mutable Mutex mu_;
+  std::vector<csiclient::VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<csiclient::VolumeHealthSample> health_ ABSL_GUARDED_BY(mu_);
+  std::function<std::vector<csiclient::VolumeHealthSample>()> health_source_;
+};
+
+// The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:
+// `ready` (200 with "ok", else 503 with the reason), followed by one line per entry of `details`
+// (volumes that need someone to act).
+class MetricsServer {
+ public:
+  struct Probes {
+    std::function<absl::Status()> live;
+    std::function<absl::Status()> ready;
+    std::function<std::vector<std::string>()> details;  // May be empty.
+  };
+
+  // `address` is host:port ("127.0.0.1:29780", "[::1]:29780", "0.0.0.0:29780").
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
+      Probes probes);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // The bound port (useful with port 0).
+  int port() const;
+
+  // Answers a probe path; nullopt for other paths. Exposed for tests.
+  std::optional<std::pair<int, std::string>> Probe(std::string_view path) const;
+
+ private:
+  MetricsServer() = default;
+
+  Probes probes_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> sources_;  // The exposer holds weak_ptrs.
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace stagehand::status
