@@ -226,12 +226,12 @@ int main(int argc, char** argv) {
   }
   auto daemon = stagehand::agent::Daemon::Create(std::move(o));
   if (!daemon.ok()) {
-    stagehand::ComponentLog("agent").error("startup failed: {}", daemon.status());
+    stagehand::Log(stagehand::LogComponent::kAgent).error("startup failed: {}", daemon.status());
     return stagehand::agent::ExitCode(daemon.status());
   }
   const absl::Status run = (*daemon)->Run();
   if (!run.ok()) {
-    stagehand::ComponentLog("agent").error("{}", run);
+    stagehand::Log(stagehand::LogComponent::kAgent).error("{}", run);
   }
   return stagehand::agent::ExitCode(run);
 }

@@ -1,5 +1,7 @@
 #include "base/log.h"
 
+#include <array>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,8 +17,10 @@
 namespace stagehand {
 namespace {
 
+// In the order of LogComponent.
 constexpr std::string_view kComponents[] = {"agent",      "csi",          "manifests", "metrics",
                                             "reconciler", "registration", "sessions"};
+static_assert(std::size(kComponents) == static_cast<size_t>(LogComponent::kSessions) + 1);
 
 struct Registry {
   std::mutex mu;
@@ -49,9 +53,7 @@ absl::StatusOr<spdlog::level::level_enum> ParseLevel(const std::string& text) {
   return it->second;
 }
 
-}  // namespace
-
-spdlog::logger& ComponentLog(std::string_view component) {
+spdlog::logger& CreateLogger(std::string_view component) {
   Registry& r = Get();
   std::lock_guard lock(r.mu);
   auto it = r.loggers.find(component);
@@ -61,6 +63,24 @@ spdlog::logger& ComponentLog(std::string_view component) {
     it = r.loggers.emplace(std::string(component), std::move(logger)).first;
   }
   return *it->second;
+}
+
+}  // namespace
+
+std::string_view LogComponentName(LogComponent component) {
+  return kComponents[static_cast<size_t>(component)];
+}
+
+spdlog::logger& Log(LogComponent component) {
+  // Every component's logger, made once (thread-safe static initialization).
+  static const std::array<spdlog::logger*, std::size(kComponents)> kLoggers = [] {
+    std::array<spdlog::logger*, std::size(kComponents)> loggers{};
+    for (size_t i = 0; i < loggers.size(); ++i) {
+      loggers[i] = &CreateLogger(kComponents[i]);
+    }
+    return loggers;
+  }();
+  return *kLoggers[static_cast<size_t>(component)];
 }
 
 std::span<const std::string_view> LogComponents() {

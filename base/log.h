@@ -1,8 +1,11 @@
 #pragma once
 
-// Per-component loggers. Each component ("reconciler", "registration", ...) logs through its own
-// spdlog logger, named after it and sharing the default logger's sinks (so the output format is
-// the same everywhere), with its own level: `--log-level info,reconciler=debug`.
+// Per-component loggers. Each component (LogComponent) logs through its own spdlog logger, named
+// after it and sharing the default logger's sinks (so the output format is the same everywhere),
+// with its own level: `--log-level info,reconciler=debug`. A file says once which component it
+// logs as (`constexpr LogComponent kComponent = LogComponent::kCsi;`) and logs with
+// `Log(kComponent).info(...)`: the set of names is checked by the compiler, and `--log-level`
+// accepts exactly these.
 
 #include <span>
 #include <string_view>
@@ -13,11 +16,24 @@
 
 namespace stagehand {
 
-// The logger of `component`; created on first use with the level configured for it (or the
-// global level). Never destroyed, so a reference may be cached.
-spdlog::logger& ComponentLog(std::string_view component);
+enum class LogComponent {
+  kAgent,         // The daemon's start, stop and wiring.
+  kCsi,           // The built-in driver's CSI calls.
+  kManifests,     // The manifest directory.
+  kMetrics,       // Metrics, stats and health rounds.
+  kReconciler,    // The standalone reconciler.
+  kRegistration,  // Plugin registration, both sides.
+  kSessions,      // The data path: transports and session processes.
+};
 
-// The components stagehand logs from, for validation and --help.
+// "agent", "csi", ...: the component's name in log lines and in --log-level.
+std::string_view LogComponentName(LogComponent component);
+
+// The logger of `component`, with the level configured for it (or the global level). Cheap;
+// never destroyed.
+spdlog::logger& Log(LogComponent component);
+
+// The names of every component, for validation and --help.
 std::span<const std::string_view> LogComponents();
 
 // Applies "LEVEL" or "LEVEL,component=LEVEL,...": the first item (without '=') is the level of

@@ -20,11 +20,7 @@
 namespace stagehand::driver {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("csi");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kCsi;
 
 using csi::v1::NodeServiceCapability;
 using Phase = StagedVolume::Phase;
@@ -35,12 +31,12 @@ std::map<std::string, std::string> ToMap(const google::protobuf::Map<std::string
 
 absl::Status LogResult(std::string_view rpc, const std::string& volume_id, absl::Status s) {
   if (s.ok()) {
-    Log().info("{} volume='{}' ok", rpc, volume_id);
+    Log(kComponent).info("{} volume='{}' ok", rpc, volume_id);
   } else if (s.code() == absl::StatusCode::kInvalidArgument ||
              s.code() == absl::StatusCode::kAborted || s.code() == absl::StatusCode::kNotFound) {
-    Log().debug("{} volume='{}' rejected: {}", rpc, volume_id, s);
+    Log(kComponent).debug("{} volume='{}' rejected: {}", rpc, volume_id, s);
   } else {
-    Log().warn("{} volume='{}' failed: {}", rpc, volume_id, s);
+    Log(kComponent).warn("{} volume='{}' failed: {}", rpc, volume_id, s);
   }
   return s;
 }

@@ -8,10 +8,7 @@
 namespace stagehand::driver {
 namespace {
 
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("sessions");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kSessions;
 
 }  // namespace
 
@@ -40,11 +37,11 @@ NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& st
     auto next = deps_.transport.Upgrade(volume.session);
     if (!next.ok() && absl::IsUnavailable(next.status())) {
       ++round.waiting;
-      Log().info("upgrade volume='{}': later: {}", volume.volume_id, next.status());
+      Log(kComponent).info("upgrade volume='{}': later: {}", volume.volume_id, next.status());
       continue;
     }
     if (!next.ok()) {
-      Log().warn("upgrade volume='{}': session process {} (build {}) serves on: {}",
+      Log(kComponent).warn("upgrade volume='{}': session process {} (build {}) serves on: {}",
                  volume.volume_id, before.pid, before.build, next.status());
       continue;
     }
@@ -55,12 +52,12 @@ NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& st
     if (auto saved = store_.Save(volume); !saved.ok()) {
       // The new process serves; its status file names it, which is what health and unstage
       // read first.
-      Log().warn("upgrade volume='{}': the new session record was not saved: {}", volume.volume_id,
+      Log(kComponent).warn("upgrade volume='{}': the new session record was not saved: {}", volume.volume_id,
                  saved);
     }
     ++round.replaced;
     const transport::SessionDescription after = deps_.transport.Describe(volume.session);
-    Log().info("upgrade volume='{}': session process {} (build {}) replaced by {} (build {})",
+    Log(kComponent).info("upgrade volume='{}': session process {} (build {}) replaced by {} (build {})",
                volume.volume_id, before.pid, before.build.substr(0, 12), after.pid,
                after.build.substr(0, 12));
   }

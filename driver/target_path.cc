@@ -21,11 +21,7 @@
 namespace stagehand::driver {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("csi");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kCsi;
 
 using Dir = CHandle<DIR, &closedir>;
 
@@ -148,7 +144,7 @@ absl::Status RemoveTarget(const std::string& path) {
   if (S_ISDIR(st.st_mode)) {
     if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
       if (errno == ENOTEMPTY || errno == EEXIST) {
-        Log().warn("unpublish: target directory '{}' is not empty; leaving it", path);
+        Log(kComponent).warn("unpublish: target directory '{}' is not empty; leaving it", path);
         return absl::OkStatus();
       }
       return ErrnoStatus(errno, absl::StrCat("remove target directory '", path, "'"));
@@ -156,7 +152,7 @@ absl::Status RemoveTarget(const std::string& path) {
     return absl::OkStatus();
   }
   if (!S_ISREG(st.st_mode) || st.st_size != 0) {
-    Log().warn("unpublish: target '{}' is not the empty file stagehand made; leaving it", path);
+    Log(kComponent).warn("unpublish: target '{}' is not the empty file stagehand made; leaving it", path);
     return absl::OkStatus();
   }
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {

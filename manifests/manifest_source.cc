@@ -27,11 +27,7 @@
 namespace stagehand::manifests {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("manifests");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kManifests;
 
 // IN_CLOSE_WRITE, not IN_MODIFY: a file is read once its writer is done with it. IN_CREATE only
 // for links (`ln -s`, `ln`), which are complete when they appear and are never written.
@@ -87,7 +83,7 @@ absl::StatusOr<std::unique_ptr<ManifestSource>> ManifestSource::Start(std::strin
   }
   if (exists || create_if_missing) {
     SH_RETURN_IF_ERROR(source->WatchDir());
-    Log().info("watching for volume manifests dir='{}'", source->dir_);
+    Log(kComponent).info("watching for volume manifests dir='{}'", source->dir_);
   } else {
     // A typo in --manifest-dir or a config volume not mounted yet must not read as "nothing is
     // declared": that would tear every volume down.
@@ -145,7 +141,7 @@ void ManifestSource::HandleEvents() {
     for (const DirWatch::Event& event : events) {
       const std::string& name = event.name;
       if ((event.mask & IN_Q_OVERFLOW) != 0) {
-        Log().warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
+        Log(kComponent).warn("manifest source: inotify queue overflowed; rescanning '{}'", dir_);
         Rescan();
       } else if (event.wd == parent_watch_) {
         if (dir_watch_ >= 0) {
@@ -153,7 +149,7 @@ void ManifestSource::HandleEvents() {
         }
         if (watched_ancestor_ == ParentDir(dir_)) {
           if (name == BaseName(dir_) && WatchDir().ok()) {
-            Log().info("manifest directory '{}' is back", dir_);
+            Log(kComponent).info("manifest directory '{}' is back", dir_);
             watch_.Remove(std::exchange(parent_watch_, -1));
             Rescan();
           }
@@ -203,7 +199,7 @@ void ManifestSource::SetProblem(std::optional<std::string> problem) {
     problem_ = problem;
   }
   if (problem) {
-    Log().error("{}", *problem);
+    Log(kComponent).error("{}", *problem);
   }
   listener_.OnProblem(problem);
 }
@@ -228,7 +224,7 @@ void ManifestSource::WatchForDir() {
     parent = watch_.Add(watched_ancestor_, kParentMask);
   }
   if (!parent.ok()) {
-    Log().error("cannot watch for '{}' to appear: {}; restart stagehand once it exists", dir_,
+    Log(kComponent).error("cannot watch for '{}' to appear: {}; restart stagehand once it exists", dir_,
                 parent.status());
     return;
   }
@@ -246,7 +242,7 @@ void ManifestSource::WatchForDir() {
   }
   // It may have come back before the watch was set.
   if (WatchDir().ok()) {
-    Log().info("manifest directory '{}' is back", dir_);
+    Log(kComponent).info("manifest directory '{}' is back", dir_);
     watch_.Remove(std::exchange(parent_watch_, -1));
     Rescan();
   }
@@ -334,7 +330,7 @@ void ManifestSource::Declare(const std::string& file, reconciler::VolumeSpec spe
   owners_[spec.name] = file;
   state.declared = std::move(spec);
   state.error.reset();
-  Log().info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
+  Log(kComponent).info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
              state.declared->name, state.declared->driver, state.declared->volume_handle,
              state.declared->publish.size());
   listener_.OnVolumeDeclared(file, *state.declared);
@@ -347,7 +343,7 @@ void ManifestSource::Fail(const std::string& file, const absl::Status& error) {
     return;  // Same problem as before.
   }
   state.error = std::move(message);
-  Log().warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
+  Log(kComponent).warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
              state.declared ? absl::StrCat(", keeping volume ", state.declared->name) : "");
   listener_.OnManifestError(file, error);
 }
@@ -364,7 +360,7 @@ void ManifestSource::Remove(const std::string& file) {
     }
   }
   files_.erase(it);
-  Log().info("manifest_removed file='{}'", JoinPath(dir_, file));
+  Log(kComponent).info("manifest_removed file='{}'", JoinPath(dir_, file));
   listener_.OnManifestRemoved(file);
 }
 
@@ -384,7 +380,7 @@ void ManifestSource::Rename(const std::string& from, const std::string& to) {
     }
   }
   files_[to] = std::move(state);
-  Log().info("manifest_renamed from='{}' to='{}'", JoinPath(dir_, from), JoinPath(dir_, to));
+  Log(kComponent).info("manifest_renamed from='{}' to='{}'", JoinPath(dir_, from), JoinPath(dir_, to));
   listener_.OnManifestRenamed(from, to);
   Load(to);
 }

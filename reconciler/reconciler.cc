@@ -12,11 +12,7 @@
 namespace stagehand::reconciler {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("reconciler");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kReconciler;
 
 // Operations that call the driver (the others only touch the volume's record).
 bool CallsDriver(OpKind kind) {
@@ -70,9 +66,9 @@ absl::Status Reconciler::Start() {
     Changed();
   }
   for (const auto& e : reconstruction.errors) {
-    Log().error("reconciler: unreadable volume record, ignoring: {}", e);
+    Log(kComponent).error("reconciler: unreadable volume record, ignoring: {}", e);
   }
-  Log().info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
+  Log(kComponent).info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
              reconstruction.intact + reconstruction.repair, reconstruction.intact,
              reconstruction.repair);
   MutexLock lock(mu_);
@@ -342,7 +338,7 @@ void Reconciler::RecordFileDone(const std::string& name, OperationState& ops,
   ops.next_retry = std::chrono::system_clock::now() + delay;
   const std::string error = absl::StrCat("record: ", status.ToString());
   if (error != ops.last_error) {
-    Log().warn("volume '{}': cannot record its new manifest file: {}; retrying with backoff", name,
+    Log(kComponent).warn("volume '{}': cannot record its new manifest file: {}; retrying with backoff", name,
                status);
   }
   ops.last_error = error;
@@ -358,7 +354,7 @@ void Reconciler::OperationDone(const Operation& operation, OperationResult resul
     // Nothing was done; a registry change pokes the loop (or something else asked meanwhile).
     const std::string blocked(result.status.message());
     if (ops.blocked != blocked) {
-      Log().info("volume '{}' waits: {}", name, blocked);
+      Log(kComponent).info("volume '{}' waits: {}", name, blocked);
       ops.blocked = blocked;
     }
     if (ops.replan) {
@@ -397,7 +393,7 @@ void Reconciler::OperationDone(const Operation& operation, OperationResult resul
     ops.schedule->Succeeded();
     ops.last_error.clear();
     ops.next_retry.reset();
-    Log().info("volume '{}': {}{} done", name, op, where);
+    Log(kComponent).info("volume '{}': {}{} done", name, op, where);
   } else {
     if (options_.on_failure && CallsDriver(operation.op.kind)) {
       options_.on_failure(operation.driver, op);
@@ -406,7 +402,7 @@ void Reconciler::OperationDone(const Operation& operation, OperationResult resul
     ops.next_retry = std::chrono::system_clock::now() + delay;
     const std::string error = absl::StrCat(op, where, ": ", result.status.ToString());
     if (error != ops.last_error) {
-      Log().warn("volume '{}': {} failed: {}; retrying with backoff", name, op, result.status);
+      Log(kComponent).warn("volume '{}': {} failed: {}; retrying with backoff", name, op, result.status);
     }
     ops.last_error = error;
   }
@@ -432,7 +428,7 @@ std::map<std::string, uint64_t> Reconciler::RestingVolumes() const {
 void Reconciler::VerifyMounts(const std::map<std::string, uint64_t>& resting,
                               const absl::StatusOr<std::set<std::string>>& mounted) {
   if (!mounted.ok()) {
-    Log().warn("reconciler: cannot read the mount table for the periodic check: {}",
+    Log(kComponent).warn("reconciler: cannot read the mount table for the periodic check: {}",
                mounted.status());
     return;
   }
@@ -444,7 +440,7 @@ void Reconciler::VerifyMounts(const std::map<std::string, uint64_t>& resting,
       continue;
     }
     for (const auto& path : MarkMissingMounts(*a, *mounted)) {
-      Log().warn("volume '{}': mount at '{}' disappeared; {} again", name, path,
+      Log(kComponent).warn("volume '{}': mount at '{}' disappeared; {} again", name, path,
                  path == a->staging_path ? "staging" : "publishing");
       ++generation_;
     }

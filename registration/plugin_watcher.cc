@@ -25,11 +25,7 @@
 namespace stagehand::registration {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("registration");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kRegistration;
 
 constexpr uint32_t kWatchMask = IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
                                 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
@@ -119,11 +115,11 @@ class PluginWatcher::Socket {
     registry_.RecordFailure(std::move(attempt), token);
     // One line per change of reason, not one per retry.
     if (registered.message() != last_error_) {
-      Log().warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
+      Log(kComponent).warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
                  path_, name_, registered);
       last_error_ = std::string(registered.message());
     } else {
-      Log().debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
+      Log(kComponent).debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
                   schedule_.failures(), delay.count());
     }
     timer_.ScheduleAfter(std::chrono::duration_cast<std::chrono::milliseconds>(delay));
@@ -145,10 +141,10 @@ class PluginWatcher::Socket {
     const std::string error = result.ok() ? "" : std::string(result.message());
     if (auto told = NotifyRegistrationStatus(registration, result.ok(), error, t.notify, token);
         !told.ok()) {
-      Log().warn("plugin socket='{}' did not take its registration status: {}", path_, told);
+      Log(kComponent).warn("plugin socket='{}' did not take its registration status: {}", path_, told);
     }
     if (result.ok()) {
-      Log().info("plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'",
+      Log(kComponent).info("plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'",
                  name, plugin.endpoint(), plugin.version(), plugin.node_id(), path_);
     }
     return result;
@@ -197,15 +193,15 @@ class PluginWatcher::Socket {
     auto changed = registry_.SetHealth(path_, probe.ok(),
                                        probe.ok() ? "" : std::string(probe.message()), token);
     if (!changed.ok()) {
-      Log().info(
+      Log(kComponent).info(
           "plugin driver='{}' socket='{}' no longer holds its registration; registering again",
           name_, path_);
       return false;
     }
     if (*changed && probe.ok()) {
-      Log().info("plugin healthy again driver='{}'", name_);
+      Log(kComponent).info("plugin healthy again driver='{}'", name_);
     } else if (*changed) {
-      Log().warn("plugin unhealthy driver='{}': {}", name_, probe);
+      Log(kComponent).warn("plugin unhealthy driver='{}': {}", name_, probe);
     }
     return true;
   }
@@ -244,7 +240,7 @@ absl::StatusOr<std::unique_ptr<PluginWatcher>> PluginWatcher::Start(WatcherOptio
   PluginWatcher* self = watcher.get();
   watcher->rewatch_ = std::make_unique<LoopTimer>(*loop, [self] {
     if (auto s = self->Watch(); !s.ok()) {
-      Log().debug("registration directory still unavailable: {}", s);
+      Log(kComponent).debug("registration directory still unavailable: {}", s);
       self->rewatch_->ScheduleAfter(std::chrono::seconds(1));
     }
   });
@@ -284,7 +280,7 @@ absl::Status PluginWatcher::Watch() {
   SH_ASSIGN_OR_RETURN(dir_wd_, watch_.Add(options_.registry_dir, kWatchMask));
   watching_ = true;
   Rescan();  // After the watch is in place, so that nothing created in between is missed.
-  Log().info("watching for plugins dir='{}'", options_.registry_dir);
+  Log(kComponent).info("watching for plugins dir='{}'", options_.registry_dir);
   return absl::OkStatus();
 }
 
@@ -295,14 +291,14 @@ void PluginWatcher::HandleInotify() {
         continue;  // A late event of a watch we replaced.
       }
       if ((event.mask & IN_Q_OVERFLOW) != 0) {
-        Log().warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
+        Log(kComponent).warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
                    options_.registry_dir);
         Rescan();
         continue;
       }
       if ((event.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         if (watching_) {
-          Log().error(
+          Log(kComponent).error(
               "registration directory '{}' was removed; deregistering its plugins and "
               "re-creating it",
               options_.registry_dir);
@@ -371,7 +367,7 @@ void PluginWatcher::Rescan() {
 }
 
 void PluginWatcher::StartSocket(const std::string& path, ino_t inode) {
-  Log().debug("registration socket found '{}'", path);
+  Log(kComponent).debug("registration socket found '{}'", path);
   Entry entry;
   entry.inode = inode;
   entry.socket = std::make_unique<Socket>(path, options_, registry_, clock_, *loop_);
@@ -388,7 +384,7 @@ void PluginWatcher::StopSocket(const std::string& path) {
   // under the registry's lock or is removed right here.
   it->second.socket->Stop();
   if (auto removed = registry_.RemoveBySocket(path)) {
-    Log().info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
+    Log(kComponent).info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
                path);
   }
   // Destroyed once its cancelled call returned: the loop never waits for a plugin.

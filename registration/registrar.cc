@@ -15,11 +15,7 @@
 namespace stagehand::registration {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("registration");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kRegistration;
 
 }  // namespace
 
@@ -143,10 +139,10 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
   status_.registered = registered;
   if (registered) {
     if (status_.rejections > 0 || !status_.last_error.empty()) {
-      Log().info("driver '{}' registered after {} rejection(s)", options_.driver_name,
+      Log(kComponent).info("driver '{}' registered after {} rejection(s)", options_.driver_name,
                  status_.rejections);
     } else {
-      Log().info("driver '{}' registered with the plugin registry", options_.driver_name);
+      Log(kComponent).info("driver '{}' registered with the plugin registry", options_.driver_name);
     }
     status_.last_error.clear();
     status_.rejections = 0;
@@ -158,7 +154,7 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
   status_.last_error = error;
   const auto delay = schedule_.Failed();
   if (new_reason) {
-    Log().error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
+    Log(kComponent).error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
                 options_.driver_name, error, socket_path_, delay.count());
   }
   recreate_pending_ = true;
@@ -204,7 +200,7 @@ void Registrar::Recreate(const std::stop_token& token) {
     const absl::Status served = Serve();
     lock.Lock();
     if (!served.ok()) {
-      Log().error("driver '{}': {}; trying again", options_.driver_name, served);
+      Log(kComponent).error("driver '{}': {}; trying again", options_.driver_name, served);
       (void)schedule_.Failed();
       recreate_pending_ = true;
     }

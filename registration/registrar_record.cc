@@ -8,11 +8,7 @@
 namespace stagehand::registration {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("registration");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kRegistration;
 
 }  // namespace
 
@@ -37,7 +33,7 @@ void RegistrarRecord::Record(const registration::RegistrarStatus& status, bool i
   recorded_ = true;
   state_ = record;
   if (auto s = registration::WriteJsonFile(file_, record); !s.ok()) {
-    Log().warn("cannot write '{}': {}", file_, s);
+    Log(kComponent).warn("cannot write '{}': {}", file_, s);
   }
 }
 

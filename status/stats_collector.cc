@@ -15,11 +15,7 @@
 namespace stagehand::status {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("stats");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kMetrics;
 
 }  // namespace
 
@@ -84,7 +80,7 @@ void StatsCollector::CheckHealthOnce() {
     auto problems = (*client)->GetVolumeHealth(v.volume_handle, v.staging_path, publish_path,
                                                options_.health_timeout);
     if (!problems.ok()) {
-      Log().debug("volume health of '{}': {}", v.name, problems.status());
+      Log(kComponent).debug("volume health of '{}': {}", v.name, problems.status());
       if (absl::IsDeadlineExceeded(problems.status())) {
         skipped.insert(v.driver);
       }
@@ -127,7 +123,7 @@ void StatsCollector::CollectOnce() {
       if (auto s =
               (*client)->GetVolumeStats(handles[i], work[i].target, options_.call_timeout, work[i]);
           !s.ok()) {
-        Log().debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
+        Log(kComponent).debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
       }
     }
   };

@@ -11,13 +11,13 @@ namespace {
 
 TEST(LogLevelsTest, ComponentsGetTheirOwnLevelAndTheRestTheDefault) {
   ASSERT_TRUE(SetLogLevels("warn,reconciler=debug,registration=error").ok());
-  EXPECT_EQ(ComponentLog("reconciler").level(), spdlog::level::debug);
-  EXPECT_EQ(ComponentLog("registration").level(), spdlog::level::err);
-  EXPECT_EQ(ComponentLog("csi").level(), spdlog::level::warn);
+  EXPECT_EQ(Log(LogComponent::kReconciler).level(), spdlog::level::debug);
+  EXPECT_EQ(Log(LogComponent::kRegistration).level(), spdlog::level::err);
+  EXPECT_EQ(Log(LogComponent::kCsi).level(), spdlog::level::warn);
   // Applied again: loggers created earlier follow.
   ASSERT_TRUE(SetLogLevels("info").ok());
-  EXPECT_EQ(ComponentLog("reconciler").level(), spdlog::level::info);
-  EXPECT_EQ(ComponentLog("registration").level(), spdlog::level::info);
+  EXPECT_EQ(Log(LogComponent::kReconciler).level(), spdlog::level::info);
+  EXPECT_EQ(Log(LogComponent::kRegistration).level(), spdlog::level::info);
 }
 
 TEST(LogLevelsTest, MistakesAreNamed) {
@@ -42,9 +42,9 @@ TEST(ComponentLogTest, WritesToTheDefaultLoggersSinksUnderItsOwnName) {
   RebindComponentLogs();
   ASSERT_TRUE(SetLogLevels("info,metrics=error").ok());
 
-  ComponentLog("manifests").info("declared {}", "vol-a");
-  ComponentLog("metrics").info("hidden");
-  ComponentLog("metrics").error("shown");
+  Log(LogComponent::kManifests).info("declared {}", "vol-a");
+  Log(LogComponent::kMetrics).info("hidden");
+  Log(LogComponent::kMetrics).error("shown");
 
   spdlog::set_default_logger(previous);
   RebindComponentLogs();

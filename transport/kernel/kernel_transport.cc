@@ -28,9 +28,7 @@
 namespace stagehand::transport::kernel {
 namespace {
 
-spdlog::logger& Log() {
-  return ComponentLog("sessions");
-}
+constexpr LogComponent kComponent = LogComponent::kSessions;
 
 // Flushes `device` and checks that nobody holds it: an exclusive open fails with EBUSY while it
 // is mounted or is a slave of a dm device.
@@ -100,10 +98,10 @@ absl::StatusOr<ProcessResult> KernelTransport::Run(const std::vector<std::string
                                                    std::chrono::seconds timeout) const {
   RunOptions o;
   o.timeout = timeout;
-  Log().debug("run {}", ArgvToString(argv));
+  Log(kComponent).debug("run {}", ArgvToString(argv));
   auto r = options_.run(argv, o);
   if (r.ok()) {
-    Log().debug("{}: exit status {}", argv.front(), r->exit_code);
+    Log(kComponent).debug("{}: exit status {}", argv.front(), r->exit_code);
   } else if (absl::IsNotFound(r.status())) {
     return absl::FailedPreconditionError(
         absl::StrCat(argv.front(),
@@ -152,7 +150,7 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::T
           "the target cannot check this volume's: give every volume of a target the same "
           "node.session.auth secrets"));
     }
-    Log().debug("already logged in to {} at {} with the same credentials", iqn, p);
+    Log(kComponent).debug("already logged in to {} at {} with the same credentials", iqn, p);
     return absl::OkStatus();
   }
   NodeRecordSettings settings;
@@ -167,7 +165,7 @@ absl::Status KernelTransport::Login(const AttachRequest& request, const iscsi::T
       ProcessResult login,
       Run({"iscsiadm", "-m", "node", "-T", iqn, "-p", p, "--login"}, options_.login_timeout));
   if (login.exit_code == kIscsiErrSessionExists) {
-    Log().debug("already logged in to {} at {}", iqn, p);
+    Log(kComponent).debug("already logged in to {} at {}", iqn, p);
     return absl::OkStatus();
   }
   absl::Status s = IscsiadmStatus(login, absl::StrCat("log in to ", iqn, " at ", p));
@@ -299,7 +297,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
         }
       }
       if (auto s = DetachLocked(ours, *watch); !s.ok()) {
-        Log().error("volume '{}': cleanup after a failed kernel attach failed: {}",
+        Log(kComponent).error("volume '{}': cleanup after a failed kernel attach failed: {}",
                     request.volume_id, s);
       }
     }
@@ -352,7 +350,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
                        iscsi::FromProto(rec.paths(0).portal()).ToString(), ": ", same.message()));
     }
     disks.push_back(disk);
-    Log().info("volume '{}': LUN {} of {} at {} is {} ({})", request.volume_id, target.lun,
+    Log(kComponent).info("volume '{}': LUN {} of {} at {} is {} ({})", request.volume_id, target.lun,
                target.iqn, portal.ToString(), DevNode(disk), iscsi::DescribeIdentity(id));
   }
   std::string top = disks.front();
@@ -362,7 +360,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
     rec.set_multipath_map(map.name);
     top = map.block;
     rec.set_device(absl::StrCat(options_.dev_dir, "/mapper/", map.name));
-    Log().info("volume '{}': dm-multipath map {} ({}) over {}", request.volume_id, map.name,
+    Log(kComponent).info("volume '{}': dm-multipath map {} ({}) over {}", request.volume_id, map.name,
                map.block, absl::StrJoin(disks, ", "));
   }
   SH_ASSIGN_OR_RETURN(a.capacity, sysfs_.Capacity(top));

@@ -11,9 +11,7 @@
 namespace stagehand::transport::kernel {
 namespace {
 
-spdlog::logger& Log() {
-  return ComponentLog("sessions");
-}
+constexpr LogComponent kComponent = LogComponent::kSessions;
 
 // The portal of a recorded path as an address: a record written by Prepare holds the name as
 // given (kept as it is when it does not resolve now).
@@ -68,7 +66,7 @@ absl::Status KernelTransport::RemovePathFromMap(const KernelSysfs::DmMap& map,
         absl::StrCat("cannot take ", disk, " out of dm-multipath map ", map.name,
                      " (another volume's: it has other paths): ", last));
   }
-  Log().info("took {} out of dm-multipath map {} (another volume's)", disk, map.name);
+  Log(kComponent).info("took {} out of dm-multipath map {} (another volume's)", disk, map.name);
   return absl::OkStatus();
 }
 
@@ -153,13 +151,13 @@ absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& s
       SH_RETURN_IF_ERROR(options_.release(DevNode(d->disk)));
       SH_RETURN_IF_ERROR(sysfs_.DeleteDisk(d->disk));
       SH_RETURN_IF_ERROR(wait_gone(d->disk));
-      Log().info("deleted {} (LUN {} of {} at {})", d->disk, path.lun(), path.iqn(), p);
+      Log(kComponent).info("deleted {} (LUN {} of {} at {})", d->disk, path.lun(), path.iqn(), p);
     } else if (d) {
       // Scanned but never a block device (an attach that timed out before udev, or not a
       // disk): nothing can hold it, and left alone it would keep the session logged in.
       SH_RETURN_IF_ERROR(sysfs_.DeleteScsiDevice(d->hctl));
       SH_RETURN_IF_ERROR(wait_gone(d->hctl));
-      Log().info("deleted SCSI device {} (LUN {} of {} at {}; it had no block device)", d->hctl,
+      Log(kComponent).info("deleted SCSI device {} (LUN {} of {} at {}; it had no block device)", d->hctl,
                  path.lun(), path.iqn(), p);
     }
     const std::vector<ScsiDisk> others = sysfs_.SessionDisks(*s);
@@ -168,7 +166,7 @@ absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& s
       for (const ScsiDisk& o : others) {
         names.push_back(absl::StrCat(o.hctl, o.disk.empty() ? "" : " ", o.disk));
       }
-      Log().info("session {} to {} at {} stays logged in: in use by {}", s->sid, path.iqn(), p,
+      Log(kComponent).info("session {} to {} at {} stays logged in: in use by {}", s->sid, path.iqn(), p,
                  absl::StrJoin(names, ", "));
       return absl::OkStatus();
     }
@@ -178,14 +176,14 @@ absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& s
     if (out.exit_code != kIscsiErrNoObjectsFound && out.exit_code != kIscsiErrSessionNotFound) {
       SH_RETURN_IF_ERROR(IscsiadmStatus(out, absl::StrCat("log out of ", path.iqn(), " at ", p)));
     }
-    Log().info("logged out of {} at {}", path.iqn(), p);
+    Log(kComponent).info("logged out of {} at {}", path.iqn(), p);
   }
   // No session of ours is left on this portal: drop the record (it holds the CHAP secrets).
   SH_ASSIGN_OR_RETURN(
       ProcessResult del,
       Run({"iscsiadm", "-m", "node", "-o", "delete", "-T", path.iqn(), "-p", p}, kToolTimeout));
   if (del.exit_code != 0 && del.exit_code != kIscsiErrNoObjectsFound) {
-    Log().warn("cannot delete the node record of {} at {}: {}", path.iqn(), p,
+    Log(kComponent).warn("cannot delete the node record of {} at {}: {}", path.iqn(), p,
                IscsiadmStatus(del, "delete the node record"));
   }
   return absl::OkStatus();

@@ -10,11 +10,7 @@
 namespace stagehand::transport::userspace {
 namespace {
 
-// This component's logger (base/log.h).
-spdlog::logger& Log() {
-  static spdlog::logger& log = ComponentLog("sessions");
-  return log;
-}
+constexpr LogComponent kComponent = LogComponent::kSessions;
 
 // The data path of mounted filesystems: the OOM killer should pick almost anything else.
 constexpr int kSessionOomScoreAdjust = -900;
@@ -96,7 +92,7 @@ absl::StatusOr<std::unique_ptr<transport::userspace::SessionLauncher>> MakeSessi
   if (systemd.ok() || choice == "systemd") {
     return systemd;
   }
-  Log().info("no systemd answers on {} ({}); session processes run as detached children",
+  Log(kComponent).info("no systemd answers on {} ({}); session processes run as detached children",
              options.bus_address, std::string(systemd.status().message()));
   return transport::userspace::MakeDetachedLauncher();
 }
