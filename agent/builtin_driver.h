@@ -47,8 +47,11 @@ class BuiltinDriver {
   void StopUpgrades();
 
   driver::NodeService& node() { return *node_; }
+
   transport::Registry& transports() { return transports_; }
+
   const registration::RegistrarRecord& registrar_record() const { return *registrar_record_; }
+
   // "systemd" or "detached".
   const std::string& session_launcher() const { return session_launcher_; }
 

@@ -35,6 +35,7 @@ class AgentDaemon final : public Daemon {
 
   AgentDaemon(const AgentDaemon&) = delete;
   AgentDaemon& operator=(const AgentDaemon&) = delete;
+
   ~AgentDaemon() override { assembly_.reset(); }
 
   // Every startup step; on error the destructor stops what was started.

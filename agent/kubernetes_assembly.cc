@@ -60,7 +60,9 @@ class KubernetesAssembly final : public Assembly {
   }
 
   const status::AgentHealth& health() const override { return reporting_->health(); }
+
   bool Reconciled() const override { return true; }
+
   uint64_t Generation() const override { return 1; }
 
  private:

@@ -23,8 +23,7 @@ absl::StatusOr<std::unique_ptr<Reporting>> Reporting::Start(const DaemonOptions&
   r->health_ = std::make_unique<status::AgentHealth>(std::move(parts.health));
   r->agent_service_ =
       std::make_unique<status::AgentService>(std::move(parts.info), *r->health_, parts.node);
-  SH_ASSIGN_OR_RETURN(r->agent_socket_lock_,
-                      LockFile(absl::StrCat(options.agent_socket, ".lock")));
+  SH_ASSIGN_OR_RETURN(r->agent_socket_lock_, LockFile(absl::StrCat(options.agent_socket, ".lock")));
   // Owner only, as the CSI socket and the README say.
   auto served = ServeOnUnixSocket(options.agent_socket, {r->agent_service_.get()});
   if (!served.ok()) {
@@ -40,12 +39,11 @@ absl::StatusOr<std::unique_ptr<Reporting>> Reporting::Start(const DaemonOptions&
     return r;
   }
   const status::AgentHealth* health = r->health_.get();
-  SH_ASSIGN_OR_RETURN(
-      r->metrics_server_,
-      status::MetricsServer::Start(options.metrics_address, std::move(parts.metrics),
-                                   {[health] { return health->Live(); },
-                                    [health] { return health->Ready(); },
-                                    [health] { return health->VolumeProblems(); }}));
+  SH_ASSIGN_OR_RETURN(r->metrics_server_, status::MetricsServer::Start(
+                                              options.metrics_address, std::move(parts.metrics),
+                                              {[health] { return health->Live(); },
+                                               [health] { return health->Ready(); },
+                                               [health] { return health->VolumeProblems(); }}));
   r->agent_service_->set_metrics_port(r->metrics_server_->port());
   Log(kComponent)
       .info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,

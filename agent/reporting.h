@@ -4,11 +4,12 @@
 // keeps a second agent off it) and, unless --metrics-address is empty, /metrics, /healthz and
 // /readyz.
 
+#include <prometheus/collectable.h>
+
 #include <memory>
 #include <vector>
 
 #include <grpcpp/server.h>
-#include <prometheus/collectable.h>
 
 #include "agent/daemon_options.h"
 #include "base/status.h"

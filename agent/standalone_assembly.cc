@@ -99,7 +99,9 @@ class StandaloneAssembly final : public Assembly {
   }
 
   const status::AgentHealth& health() const override { return reporting_->health(); }
+
   bool Reconciled() const override { return reconciler_->Ready(); }
+
   uint64_t Generation() const override { return reconciler_->Generation(); }
 
  private:

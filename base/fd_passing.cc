@@ -8,22 +8,6 @@
 
 namespace stagehand {
 
-absl::Status ToUnixAddress(const std::string& address, sockaddr_un* sa, socklen_t* len) {
-  *sa = sockaddr_un{};
-  sa->sun_family = AF_UNIX;
-  if (address.empty() || address.size() >= sizeof(sa->sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad unix socket address '", address, "'"));
-  }
-  std::memcpy(sa->sun_path, address.data(), address.size());
-  if (address[0] == '@') {
-    sa->sun_path[0] = '\0';  // Abstract: no trailing NUL counted.
-    *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size());
-  } else {
-    *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + address.size() + 1);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status SendWithFds(int socket, std::string_view data, std::span<const int> fds,
                          const sockaddr_un* to, socklen_t to_len) {
   if (fds.size() > kMaxPassedFds) {

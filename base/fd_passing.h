@@ -1,7 +1,7 @@
 #pragma once
 
 // Messages with file descriptors over unix sockets (SCM_RIGHTS): what the service notification
-// protocol (service_notify.h) and the session handover (iscsi/handover.h) send.
+// protocol (service_notify.h) and the session handover (session/handover.h) send.
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -15,14 +15,11 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "base/unix_socket.h"
 
 namespace stagehand {
 
 inline constexpr size_t kMaxPassedFds = 16;
-
-// `address` (a path, or "@name" in the abstract namespace) as a sockaddr_un and its length.
-// InvalidArgument when it is empty or too long.
-absl::Status ToUnixAddress(const std::string& address, sockaddr_un* sa, socklen_t* len);
 
 // Sends `data` with `fds` as one message on `socket` (to `to` when given: datagrams).
 absl::Status SendWithFds(int socket, std::string_view data, std::span<const int> fds,

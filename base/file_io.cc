@@ -43,19 +43,42 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
 
 namespace {
 
-absl::Status WriteAll(int fd, std::string_view content, const std::string& path) {
+// Writes all of `content`: from offset 0 with pwrite when `positional`, else with write (pipes).
+absl::Status WriteLoop(int fd, std::string_view content, bool positional, std::string_view what) {
   size_t done = 0;
   while (done < content.size()) {
-    ssize_t n = pwrite(fd, content.data() + done, content.size() - done, static_cast<off_t>(done));
+    const ssize_t n = positional ? pwrite(fd, content.data() + done, content.size() - done,
+                                          static_cast<off_t>(done))
+                                 : write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) {
       continue;
     }
-    if (n < 0) {
-      return ErrnoStatus(errno, absl::StrCat("write '", path, "'"));
+    if (n <= 0) {
+      return ErrnoStatus(n < 0 ? errno : EIO, absl::StrCat("write ", ToAbsl(what)));
     }
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
+}
+
+// Reads until end of file: from offset 0 with pread when `positional`, else with read.
+absl::StatusOr<std::string> ReadLoop(int fd, bool positional, std::string_view what) {
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (true) {
+    const ssize_t n = positional ? pread(fd, buf.data(), buf.size(), static_cast<off_t>(out.size()))
+                                 : read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return ErrnoStatus(errno, absl::StrCat("read ", ToAbsl(what)));
+    }
+    if (n == 0) {
+      return out;
+    }
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
 }
 
 }  // namespace
@@ -75,7 +98,8 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   if (fchmod(fd.Get(), mode) != 0) {
     return ErrnoStatus(errno, absl::StrCat("chmod '", tmp, "'"));
   }
-  SH_RETURN_IF_ERROR(WriteAll(fd.Get(), content, tmp));
+  SH_RETURN_IF_ERROR(
+      WriteLoop(fd.Get(), content, /*positional=*/true, absl::StrCat("'", tmp, "'")));
   if (rewrite && ftruncate(fd.Get(), static_cast<off_t>(content.size())) != 0) {
     return ErrnoStatus(errno, absl::StrCat("truncate '", tmp, "'"));
   }
@@ -158,21 +182,15 @@ absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view con
 }
 
 absl::StatusOr<std::string> ReadWholeFd(int fd) {
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (true) {
-    const ssize_t n = pread(fd, buf.data(), buf.size(), static_cast<off_t>(out.size()));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return ErrnoStatus(errno, "read descriptor");
-    }
-    if (n == 0) {
-      return out;
-    }
-    out.append(buf.data(), static_cast<size_t>(n));
-  }
+  return ReadLoop(fd, /*positional=*/true, "descriptor");
+}
+
+absl::StatusOr<std::string> ReadToEnd(int fd) {
+  return ReadLoop(fd, /*positional=*/false, "descriptor");
+}
+
+absl::Status WriteFully(int fd, std::string_view data) {
+  return WriteLoop(fd, data, /*positional=*/false, "descriptor");
 }
 
 }  // namespace stagehand

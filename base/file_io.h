@@ -49,4 +49,10 @@ absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view con
 // Everything `fd` holds, read from offset 0 with pread (the file offset is not moved).
 absl::StatusOr<std::string> ReadWholeFd(int fd);
 
+// Everything read from `fd` (a pipe, a socket) until end of file.
+absl::StatusOr<std::string> ReadToEnd(int fd);
+
+// Writes all of `data` to `fd` (a pipe, a socket), retrying short writes and EINTR.
+absl::Status WriteFully(int fd, std::string_view data);
+
 }  // namespace stagehand

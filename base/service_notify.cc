@@ -104,20 +104,14 @@ std::map<std::string, std::string> ParseNotifyState(std::string_view state) {
 }
 
 absl::StatusOr<NotifySocket> NotifySocket::Bind(const std::string& address) {
-  sockaddr_un sa{};
-  socklen_t sa_len = 0;
-  SH_RETURN_IF_ERROR(ToUnixAddress(address, &sa, &sa_len));
-  UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) {
-    return ErrnoStatus(errno, "notification socket");
-  }
-  const int one = 1;
-  if (setsockopt(fd.Get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) {
-    return ErrnoStatus(errno, "SO_PASSCRED");
-  }
-  if (bind(fd.Get(), reinterpret_cast<const sockaddr*>(&sa), sa_len) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("bind '", address, "'"));
-  }
+  BindOptions options;
+  options.before_bind = [](int fd) {
+    const int one = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) == 0
+               ? absl::OkStatus()
+               : ErrnoStatus(errno, "SO_PASSCRED");
+  };
+  SH_ASSIGN_OR_RETURN(UniqueFd fd, BindUnixSocket(address, SOCK_DGRAM | SOCK_NONBLOCK, options));
   return NotifySocket(std::move(fd));
 }
 

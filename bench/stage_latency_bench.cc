@@ -18,15 +18,15 @@
 #include "base/file_io.h"
 #include "mounter/filesystem.h"
 #include "mounter/libmount_mounter.h"
-#include "tests/integration/cluster.h"
-#include "tests/integration/tgtd.h"
+#include "testbed/stagehand_daemon.h"
+#include "testbed/tgtd.h"
 #include "transport/userspace/loop_device.h"
 #include <CLI/CLI.hpp>
 
 namespace {
 
 using namespace stagehand;           // NOLINT(google-build-using-namespace): benchmark main.
-using namespace stagehand::testing;  // NOLINT(google-build-using-namespace): benchmark main.
+using namespace stagehand::testbed;  // NOLINT(google-build-using-namespace): benchmark main.
 using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) {
@@ -87,17 +87,17 @@ int main(int argc, char** argv) {
   if (geteuid() != 0) {
     Die("run as root");
   }
-  const std::string root = MakeTempRoot();
-  Tgtd tgtd;
+  const std::string root = testbed::MakeTempRoot();
+  testbed::Tgtd tgtd;
   Check(tgtd.Start(), "start tgtd");
-  StagehandDaemon daemon(root);
+  testbed::StagehandDaemon daemon(root);
   Check(daemon.Start(), "start stagehand");
 
   std::vector<double> fresh, restage, bare_fresh, bare_restage;
   for (int i = 1; i <= runs; ++i) {
     const std::string lun = root + "/lun" + std::to_string(i) + ".img";
     const std::string iqn = "iqn.2026-11.dev.stagehand:bench-" + std::to_string(i);
-    Check(MakeSparseFile(lun, 1ull << 30), "lun file");
+    Check(testbed::MakeSparseFile(lun, 1ull << 30), "lun file");
     Check(tgtd.AddTarget(i, iqn), "target");
     Check(tgtd.AddLun(i, 1, lun), "lun");
     csi::v1::NodeStageVolumeRequest stage;
@@ -127,14 +127,14 @@ int main(int argc, char** argv) {
       csi::v1::NodeUnpublishVolumeResponse r3;
       csi::v1::NodeUnstageVolumeResponse r4;
       const auto start = Clock::now();
-      Check(daemon.node().NodeStageVolume(Ctx().get(), stage, &r1), "stage");
-      Check(daemon.node().NodePublishVolume(Ctx().get(), publish, &r2), "publish");
+      Check(daemon.node().NodeStageVolume(testbed::Ctx().get(), stage, &r1), "stage");
+      Check(daemon.node().NodePublishVolume(testbed::Ctx().get(), publish, &r2), "publish");
       (is_fresh ? fresh : restage).push_back(Ms(Clock::now() - start));
-      Check(daemon.node().NodeUnpublishVolume(Ctx().get(), unpublish, &r3), "unpublish");
-      Check(daemon.node().NodeUnstageVolume(Ctx().get(), unstage, &r4), "unstage");
+      Check(daemon.node().NodeUnpublishVolume(testbed::Ctx().get(), unpublish, &r3), "unpublish");
+      Check(daemon.node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &r4), "unstage");
     }
     const std::string image = root + "/bare" + std::to_string(i) + ".img";
-    Check(MakeSparseFile(image, 1ull << 30), "bare image");
+    Check(testbed::MakeSparseFile(image, 1ull << 30), "bare image");
     bare_fresh.push_back(BareSteps(root, image, true));
     bare_restage.push_back(BareSteps(root, image, false));
     unlink(image.c_str());
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     auto log = ReadFileToString(root + "/daemon.log");
     Check(log.ok() ? WriteFileAtomically(log_copy, *log, 0644) : log.status(), "copy the log");
   }
-  ForceCleanup(root);
+  testbed::ForceCleanup(root);
 
   const double f = Median(fresh), r = Median(restage);
   const double bf = Median(bare_fresh), br = Median(bare_restage);

@@ -35,14 +35,14 @@
 #include "base/spawn.h"
 #include "base/subprocess.h"
 #include "proto/state.pb.h"
-#include "tests/integration/cluster.h"
-#include "tests/integration/tgtd.h"
+#include "testbed/stagehand_daemon.h"
+#include "testbed/tgtd.h"
 #include <CLI/CLI.hpp>
 
 namespace {
 
 using namespace stagehand;           // NOLINT(google-build-using-namespace): benchmark main.
-using namespace stagehand::testing;  // NOLINT(google-build-using-namespace): benchmark main.
+using namespace stagehand::testbed;  // NOLINT(google-build-using-namespace): benchmark main.
 using Clock = std::chrono::steady_clock;
 using state::v1::SessionStatus;
 
@@ -295,20 +295,20 @@ int main(int argc, char** argv) {
   if (access("/usr/bin/fio", X_OK) != 0) {
     Die("install fio (scripts/install-deps)");
   }
-  const std::string root = MakeTempRoot();
-  const std::string current = JoinPath(ParentDir(StagehandBinary()), "stagehand-session");
+  const std::string root = testbed::MakeTempRoot();
+  const std::string current = JoinPath(ParentDir(testbed::StagehandBinary()), "stagehand-session");
   const std::string other = OtherBuild(current, root);
   const std::string binaries[2] = {current, other};
   const std::string builds[2] = {FileBuildId(current).value_or(""),
                                  FileBuildId(other).value_or("")};
 
-  Tgtd tgtd;
+  testbed::Tgtd tgtd;
   Check(tgtd.Start(), "start tgtd");
   const std::string lun = root + "/lun.img";
-  Check(MakeSparseFile(lun, 1ull << 30), "lun file");
+  Check(testbed::MakeSparseFile(lun, 1ull << 30), "lun file");
   Check(tgtd.AddTarget(1, "iqn.2026-12.dev.stagehand:succession"), "target");
   Check(tgtd.AddLun(1, 1, lun), "lun");
-  StagehandDaemon daemon(root, {"--no-watch-plugins", "--session-binary=" + current});
+  testbed::StagehandDaemon daemon(root, {"--no-watch-plugins", "--session-binary=" + current});
   Check(daemon.Start(), "start stagehand");
 
   csi::v1::NodeStageVolumeRequest stage;
@@ -328,8 +328,8 @@ int main(int argc, char** argv) {
   {
     csi::v1::NodeStageVolumeResponse r1;
     csi::v1::NodePublishVolumeResponse r2;
-    Check(daemon.node().NodeStageVolume(Ctx().get(), stage, &r1), "stage");
-    Check(daemon.node().NodePublishVolume(Ctx().get(), publish, &r2), "publish");
+    Check(daemon.node().NodeStageVolume(testbed::Ctx().get(), stage, &r1), "stage");
+    Check(daemon.node().NodePublishVolume(testbed::Ctx().get(), publish, &r2), "publish");
   }
   Volume volume(daemon.runtime_dir());
 
@@ -378,10 +378,10 @@ int main(int argc, char** argv) {
   unstage.set_staging_target_path(stage.staging_target_path());
   csi::v1::NodeUnpublishVolumeResponse r3;
   csi::v1::NodeUnstageVolumeResponse r4;
-  Check(daemon.node().NodeUnpublishVolume(Ctx().get(), unpublish, &r3), "unpublish");
-  Check(daemon.node().NodeUnstageVolume(Ctx().get(), unstage, &r4), "unstage");
+  Check(daemon.node().NodeUnpublishVolume(testbed::Ctx().get(), unpublish, &r3), "unpublish");
+  Check(daemon.node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &r4), "unstage");
   daemon.Stop();
-  ForceCleanup(root);
+  testbed::ForceCleanup(root);
 
   std::printf(
       "session succession, %d of each, under fio --verify (4 KiB direct random writes, fsync "

@@ -83,12 +83,13 @@ class NodeClient {
   absl::StatusOr<csi::v1::NodeGetStorageHealthResponse> GetStorageHealth(Timeout timeout);
 
   const std::string& driver() const { return driver_; }
+
   const std::string& endpoint() const { return endpoint_; }
 
  private:
   template <typename Request, typename Response>
   using Rpc = grpc::Status (csi::v1::Node::Stub::*)(grpc::ClientContext*, const Request&,
-                                                     Response*);
+                                                    Response*);
 
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(const char* method, Rpc<Request, Response> rpc,

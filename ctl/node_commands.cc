@@ -42,11 +42,9 @@ bool FillCapability(const VolumeArgs& v, csi::v1::VolumeCapability* cap) {
     std::cerr << "error: --access-mode: " << mode.status().message() << "\n";
     return false;
   }
-  csiclient::FillCapability({.block = v.block,
-                             .fs_type = v.fs_type,
-                             .mount_flags = v.mount_flags,
-                             .access_mode = *mode},
-                            cap);
+  csiclient::FillCapability(
+      {.block = v.block, .fs_type = v.fs_type, .mount_flags = v.mount_flags, .access_mode = *mode},
+      cap);
   return true;
 }
 

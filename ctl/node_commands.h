@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "ctl/cli.h"
 #include "csiclient/node_client.h"
+#include "ctl/cli.h"
 #include <CLI/CLI.hpp>
 
 namespace stagehand::ctl {

@@ -41,8 +41,9 @@ NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& st
       continue;
     }
     if (!next.ok()) {
-      Log(kComponent).warn("upgrade volume='{}': session process {} (build {}) serves on: {}",
-                 volume.volume_id, before.pid, before.build, next.status());
+      Log(kComponent)
+          .warn("upgrade volume='{}': session process {} (build {}) serves on: {}",
+                volume.volume_id, before.pid, before.build, next.status());
       continue;
     }
     if (!next->has_value()) {
@@ -52,14 +53,16 @@ NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& st
     if (auto saved = store_.Save(volume); !saved.ok()) {
       // The new process serves; its status file names it, which is what health and unstage
       // read first.
-      Log(kComponent).warn("upgrade volume='{}': the new session record was not saved: {}", volume.volume_id,
-                 saved);
+      Log(kComponent)
+          .warn("upgrade volume='{}': the new session record was not saved: {}", volume.volume_id,
+                saved);
     }
     ++round.replaced;
     const transport::SessionDescription after = deps_.transport.Describe(volume.session);
-    Log(kComponent).info("upgrade volume='{}': session process {} (build {}) replaced by {} (build {})",
-               volume.volume_id, before.pid, before.build.substr(0, 12), after.pid,
-               after.build.substr(0, 12));
+    Log(kComponent)
+        .info("upgrade volume='{}': session process {} (build {}) replaced by {} (build {})",
+              volume.volume_id, before.pid, before.build.substr(0, 12), after.pid,
+              after.build.substr(0, 12));
   }
   return round;
 }

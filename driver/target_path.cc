@@ -152,7 +152,8 @@ absl::Status RemoveTarget(const std::string& path) {
     return absl::OkStatus();
   }
   if (!S_ISREG(st.st_mode) || st.st_size != 0) {
-    Log(kComponent).warn("unpublish: target '{}' is not the empty file stagehand made; leaving it", path);
+    Log(kComponent)
+        .warn("unpublish: target '{}' is not the empty file stagehand made; leaving it", path);
     return absl::OkStatus();
   }
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {

@@ -133,7 +133,8 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
       s = ForgetRefusedStage(volume, previous);
     }
     if (!s.ok()) {
-      Log(kComponent).error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
+      Log(kComponent)
+          .error("stage volume='{}': cleanup after failure failed: {}", req.volume_id(), s);
     }
   };
 
@@ -143,8 +144,9 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
         .count();
   };
   SH_ASSIGN_OR_RETURN(transport::Attachment a, deps_.transport.Attach(attach));
-  Log(kComponent).debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
-              elapsed_ms());
+  Log(kComponent)
+      .debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
+             elapsed_ms());
   volume.session = a.session;
   volume.identity = std::get<iscsi::LunIdentity>(a.identity);
   volume.capacity_bytes = a.capacity.Bytes();
@@ -154,8 +156,9 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
     SH_RETURN_IF_ERROR(ForgetFormatIntent(volume.volume_id));
   } else {
     SH_RETURN_IF_ERROR(MountStaged(volume, a.device, cap));
-    Log(kComponent).debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
-                elapsed_ms(), volume.formatted_by_us);
+    Log(kComponent)
+        .debug("stage volume='{}' mounted after {:.1f} ms (formatted: {})", req.volume_id(),
+               elapsed_ms(), volume.formatted_by_us);
   }
   volume.phase = StagedVolume::Phase::kStaged;
   SH_RETURN_IF_ERROR(WithContext(store_.Save(volume), "persist volume record"));
@@ -248,17 +251,19 @@ absl::Status VolumeStager::MountStaged(StagedVolume& volume, const std::string& 
     return ms;
   };
   SH_ASSIGN_OR_RETURN(mounter::ProbeResult probe, deps_.probe.Probe(device));
-  Log(kComponent).debug("stage volume='{}': probe of {} took {:.1f} ms", volume.volume_id, device, step_ms());
+  Log(kComponent)
+      .debug("stage volume='{}': probe of {} took {:.1f} ms", volume.volume_id, device, step_ms());
   absl::StatusOr<mounter::FormatAction> decision = mounter::DecideFormat(probe, cap.fs_type);
   if (!decision.ok() && probe.kind == mounter::ProbeResult::Kind::kNotZeroed) {
     // Data without any signature is what an mkfs cut short (kill -9, a crash) leaves: only the
     // stage that started that format, on the same LUN, may finish it.
     SH_ASSIGN_OR_RETURN(bool ours, InterruptedFormatIsOurs(volume, cap.fs_type));
     if (ours) {
-      Log(kComponent).warn(
-          "stage volume='{}': finishing the {} format an earlier stage of this volume "
-          "started on this LUN",
-          volume.volume_id, cap.fs_type);
+      Log(kComponent)
+          .warn(
+              "stage volume='{}': finishing the {} format an earlier stage of this volume "
+              "started on this LUN",
+              volume.volume_id, cap.fs_type);
       decision = mounter::FormatAction::kFormat;
     }
   }
@@ -277,8 +282,9 @@ absl::Status VolumeStager::MountStaged(StagedVolume& volume, const std::string& 
   }
   // The format is complete (or was never ours to finish: the LUN holds a filesystem now).
   SH_RETURN_IF_ERROR(ForgetFormatIntent(volume.volume_id));
-  Log(kComponent).debug("stage volume='{}': {} took {:.1f} ms", volume.volume_id,
-              volume.formatted_by_us ? "format" : "check", step_ms());
+  Log(kComponent)
+      .debug("stage volume='{}': {} took {:.1f} ms", volume.volume_id,
+             volume.formatted_by_us ? "format" : "check", step_ms());
   SH_RETURN_IF_ERROR(MakeDirs(volume.staging_path, 0750));
   mounter::MountRequest m;
   m.source = device;

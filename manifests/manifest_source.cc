@@ -224,8 +224,9 @@ void ManifestSource::WatchForDir() {
     parent = watch_.Add(watched_ancestor_, kParentMask);
   }
   if (!parent.ok()) {
-    Log(kComponent).error("cannot watch for '{}' to appear: {}; restart stagehand once it exists", dir_,
-                parent.status());
+    Log(kComponent)
+        .error("cannot watch for '{}' to appear: {}; restart stagehand once it exists", dir_,
+               parent.status());
     return;
   }
   parent_watch_ = *parent;
@@ -330,9 +331,10 @@ void ManifestSource::Declare(const std::string& file, reconciler::VolumeSpec spe
   owners_[spec.name] = file;
   state.declared = std::move(spec);
   state.error.reset();
-  Log(kComponent).info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
-             state.declared->name, state.declared->driver, state.declared->volume_handle,
-             state.declared->publish.size());
+  Log(kComponent)
+      .info("manifest_declared file='{}' volume={} driver={} handle='{}' targets={}", path,
+            state.declared->name, state.declared->driver, state.declared->volume_handle,
+            state.declared->publish.size());
   listener_.OnVolumeDeclared(file, *state.declared);
 }
 
@@ -343,8 +345,9 @@ void ManifestSource::Fail(const std::string& file, const absl::Status& error) {
     return;  // Same problem as before.
   }
   state.error = std::move(message);
-  Log(kComponent).warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
-             state.declared ? absl::StrCat(", keeping volume ", state.declared->name) : "");
+  Log(kComponent)
+      .warn("manifest_error file='{}' err='{}'{}", JoinPath(dir_, file), ToStd(error.message()),
+            state.declared ? absl::StrCat(", keeping volume ", state.declared->name) : "");
   listener_.OnManifestError(file, error);
 }
 
@@ -380,7 +383,8 @@ void ManifestSource::Rename(const std::string& from, const std::string& to) {
     }
   }
   files_[to] = std::move(state);
-  Log(kComponent).info("manifest_renamed from='{}' to='{}'", JoinPath(dir_, from), JoinPath(dir_, to));
+  Log(kComponent)
+      .info("manifest_renamed from='{}' to='{}'", JoinPath(dir_, from), JoinPath(dir_, to));
   listener_.OnManifestRenamed(from, to);
   Load(to);
 }

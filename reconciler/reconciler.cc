@@ -68,9 +68,10 @@ absl::Status Reconciler::Start() {
   for (const auto& e : reconstruction.errors) {
     Log(kComponent).error("reconciler: unreadable volume record, ignoring: {}", e);
   }
-  Log(kComponent).info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
-             reconstruction.intact + reconstruction.repair, reconstruction.intact,
-             reconstruction.repair);
+  Log(kComponent)
+      .info("reconciler: reconstructed {} volume(s): {} intact, {} to finish or undo",
+            reconstruction.intact + reconstruction.repair, reconstruction.intact,
+            reconstruction.repair);
   MutexLock lock(mu_);
   round_ = std::make_unique<LoopTimer>(*loop_, [this] { Round(); });
   round_->ScheduleNow();
@@ -338,8 +339,9 @@ void Reconciler::RecordFileDone(const std::string& name, OperationState& ops,
   ops.next_retry = std::chrono::system_clock::now() + delay;
   const std::string error = absl::StrCat("record: ", status.ToString());
   if (error != ops.last_error) {
-    Log(kComponent).warn("volume '{}': cannot record its new manifest file: {}; retrying with backoff", name,
-               status);
+    Log(kComponent)
+        .warn("volume '{}': cannot record its new manifest file: {}; retrying with backoff", name,
+              status);
   }
   ops.last_error = error;
 }
@@ -402,7 +404,8 @@ void Reconciler::OperationDone(const Operation& operation, OperationResult resul
     ops.next_retry = std::chrono::system_clock::now() + delay;
     const std::string error = absl::StrCat(op, where, ": ", result.status.ToString());
     if (error != ops.last_error) {
-      Log(kComponent).warn("volume '{}': {} failed: {}; retrying with backoff", name, op, result.status);
+      Log(kComponent)
+          .warn("volume '{}': {} failed: {}; retrying with backoff", name, op, result.status);
     }
     ops.last_error = error;
   }
@@ -428,8 +431,9 @@ std::map<std::string, uint64_t> Reconciler::RestingVolumes() const {
 void Reconciler::VerifyMounts(const std::map<std::string, uint64_t>& resting,
                               const absl::StatusOr<std::set<std::string>>& mounted) {
   if (!mounted.ok()) {
-    Log(kComponent).warn("reconciler: cannot read the mount table for the periodic check: {}",
-               mounted.status());
+    Log(kComponent)
+        .warn("reconciler: cannot read the mount table for the periodic check: {}",
+              mounted.status());
     return;
   }
   for (const auto& [name, completions] : resting) {
@@ -440,8 +444,9 @@ void Reconciler::VerifyMounts(const std::map<std::string, uint64_t>& resting,
       continue;
     }
     for (const auto& path : MarkMissingMounts(*a, *mounted)) {
-      Log(kComponent).warn("volume '{}': mount at '{}' disappeared; {} again", name, path,
-                 path == a->staging_path ? "staging" : "publishing");
+      Log(kComponent)
+          .warn("volume '{}': mount at '{}' disappeared; {} again", name, path,
+                path == a->staging_path ? "staging" : "publishing");
       ++generation_;
     }
   }

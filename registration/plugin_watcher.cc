@@ -115,12 +115,14 @@ class PluginWatcher::Socket {
     registry_.RecordFailure(std::move(attempt), token);
     // One line per change of reason, not one per retry.
     if (registered.message() != last_error_) {
-      Log(kComponent).warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
-                 path_, name_, registered);
+      Log(kComponent)
+          .warn("plugin registration failed socket='{}' driver='{}': {}; retrying with backoff",
+                path_, name_, registered);
       last_error_ = std::string(registered.message());
     } else {
-      Log(kComponent).debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
-                  schedule_.failures(), delay.count());
+      Log(kComponent)
+          .debug("plugin registration failed again socket='{}' failures={} retry_in={}ms", path_,
+                 schedule_.failures(), delay.count());
     }
     timer_.ScheduleAfter(std::chrono::duration_cast<std::chrono::milliseconds>(delay));
   }
@@ -141,11 +143,13 @@ class PluginWatcher::Socket {
     const std::string error = result.ok() ? "" : std::string(result.message());
     if (auto told = NotifyRegistrationStatus(registration, result.ok(), error, t.notify, token);
         !told.ok()) {
-      Log(kComponent).warn("plugin socket='{}' did not take its registration status: {}", path_, told);
+      Log(kComponent)
+          .warn("plugin socket='{}' did not take its registration status: {}", path_, told);
     }
     if (result.ok()) {
-      Log(kComponent).info("plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'",
-                 name, plugin.endpoint(), plugin.version(), plugin.node_id(), path_);
+      Log(kComponent)
+          .info("plugin registered driver='{}' endpoint='{}' version={} node_id='{}' socket='{}'",
+                name, plugin.endpoint(), plugin.version(), plugin.node_id(), path_);
     }
     return result;
   }
@@ -193,9 +197,10 @@ class PluginWatcher::Socket {
     auto changed = registry_.SetHealth(path_, probe.ok(),
                                        probe.ok() ? "" : std::string(probe.message()), token);
     if (!changed.ok()) {
-      Log(kComponent).info(
-          "plugin driver='{}' socket='{}' no longer holds its registration; registering again",
-          name_, path_);
+      Log(kComponent)
+          .info(
+              "plugin driver='{}' socket='{}' no longer holds its registration; registering again",
+              name_, path_);
       return false;
     }
     if (*changed && probe.ok()) {
@@ -291,17 +296,19 @@ void PluginWatcher::HandleInotify() {
         continue;  // A late event of a watch we replaced.
       }
       if ((event.mask & IN_Q_OVERFLOW) != 0) {
-        Log(kComponent).warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
-                   options_.registry_dir);
+        Log(kComponent)
+            .warn("plugin watcher: inotify queue overflowed; rescanning '{}'",
+                  options_.registry_dir);
         Rescan();
         continue;
       }
       if ((event.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
         if (watching_) {
-          Log(kComponent).error(
-              "registration directory '{}' was removed; deregistering its plugins and "
-              "re-creating it",
-              options_.registry_dir);
+          Log(kComponent)
+              .error(
+                  "registration directory '{}' was removed; deregistering its plugins and "
+                  "re-creating it",
+                  options_.registry_dir);
           if ((event.mask & IN_IGNORED) == 0) {
             watch_.Remove(dir_wd_);
           }
@@ -384,8 +391,9 @@ void PluginWatcher::StopSocket(const std::string& path) {
   // under the registry's lock or is removed right here.
   it->second.socket->Stop();
   if (auto removed = registry_.RemoveBySocket(path)) {
-    Log(kComponent).info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
-               path);
+    Log(kComponent)
+        .info("plugin deregistered driver='{}' socket='{}' (socket removed)", removed->name(),
+              path);
   }
   // Destroyed once its cancelled call returned: the loop never waits for a plugin.
   retiring_.push_back(std::move(it->second.socket));

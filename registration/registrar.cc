@@ -139,8 +139,9 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
   status_.registered = registered;
   if (registered) {
     if (status_.rejections > 0 || !status_.last_error.empty()) {
-      Log(kComponent).info("driver '{}' registered after {} rejection(s)", options_.driver_name,
-                 status_.rejections);
+      Log(kComponent)
+          .info("driver '{}' registered after {} rejection(s)", options_.driver_name,
+                status_.rejections);
     } else {
       Log(kComponent).info("driver '{}' registered with the plugin registry", options_.driver_name);
     }
@@ -154,8 +155,9 @@ void Registrar::RecordStatus(bool registered, const std::string& error) {
   status_.last_error = error;
   const auto delay = schedule_.Failed();
   if (new_reason) {
-    Log(kComponent).error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
-                options_.driver_name, error, socket_path_, delay.count());
+    Log(kComponent)
+        .error("driver '{}' registration rejected: {}; re-creating '{}' in {} ms",
+               options_.driver_name, error, socket_path_, delay.count());
   }
   recreate_pending_ = true;
   StartRecreator();

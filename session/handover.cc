@@ -44,20 +44,11 @@ HandoverServer::~HandoverServer() {
 
 absl::StatusOr<std::unique_ptr<HandoverServer>> HandoverServer::Listen(const std::string& path,
                                                                        Hooks hooks) {
-  sockaddr_un sa{};
-  socklen_t len = 0;
-  SH_RETURN_IF_ERROR(ToUnixAddress(path, &sa, &len));
-  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) {
-    return ErrnoStatus(errno, "handover socket");
-  }
-  unlink(path.c_str());  // A stale one of a predecessor.
-  const mode_t old_mask = umask(0077);
-  const int bound = bind(fd.Get(), reinterpret_cast<const sockaddr*>(&sa), len);
-  umask(old_mask);
-  if (bound != 0 || listen(fd.Get(), 1) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("listen on '", path, "'"));
-  }
+  // Root only; a stale one of a predecessor is replaced.
+  BindOptions options;
+  options.replace_stale = true;
+  options.listen_backlog = 1;
+  SH_ASSIGN_OR_RETURN(UniqueFd fd, BindUnixSocket(path, SOCK_SEQPACKET | SOCK_NONBLOCK, options));
   return std::unique_ptr<HandoverServer>(new HandoverServer(path, std::move(fd), std::move(hooks)));
 }
 
@@ -124,16 +115,13 @@ void HandoverServer::OnMessage() {
 }
 
 absl::StatusOr<HandoverClient> HandoverClient::Offer(const std::string& path) {
-  sockaddr_un sa{};
-  socklen_t len = 0;
-  SH_RETURN_IF_ERROR(ToUnixAddress(path, &sa, &len));
   HandoverClient client;
-  client.conn_.Reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!client.conn_ ||
-      connect(client.conn_.Get(), reinterpret_cast<const sockaddr*>(&sa), len) != 0) {
+  auto conn = ConnectUnixSocket(path, SOCK_SEQPACKET);
+  if (!conn.ok()) {
     return absl::UnavailableError(absl::StrCat("no session process offers a handover at '", path,
-                                               "': ", ErrnoStatus(errno, "connect").message()));
+                                               "': ", conn.status().message()));
   }
+  client.conn_ = std::move(*conn);
   SH_RETURN_IF_ERROR(SendWithFds(client.conn_.Get(), kOffer, {}));
   if (!WaitReadable(client.conn_.Get(), std::chrono::seconds(10))) {
     return absl::DeadlineExceededError("the session process did not offer its descriptors");

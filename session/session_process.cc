@@ -46,38 +46,6 @@ using state::v1::SessionStatus;
 // before it lets go anyway (the kernel resends the rest to the successor).
 constexpr auto kDrainBound = std::chrono::seconds(5);
 
-absl::StatusOr<std::string> ReadAll(int fd) {
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (true) {
-    ssize_t n = read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return ErrnoStatus(errno, "read session config");
-    }
-    if (n == 0) {
-      return out;
-    }
-    out.append(buf.data(), static_cast<size_t>(n));
-  }
-}
-
-void WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return;
-    }
-    done += static_cast<size_t>(n);
-  }
-}
-
 // Points `fd` at /dev/null: the pipe behind it is closed, and the descriptor number (0 or 1) stays
 // taken, so nothing opened later lands on stdin/stdout by accident.
 void ReplaceWithDevNull(int fd) {
@@ -142,7 +110,7 @@ class Session {
   void Ready() {
     status_.set_pid(getpid());
     if (ready_fd_ >= 0) {
-      WriteAll(ready_fd_, FrameReadyMessage(status_.SerializeAsString()));
+      (void)WriteFully(ready_fd_, FrameReadyMessage(status_.SerializeAsString()));
       ReplaceWithDevNull(ready_fd_);
       ready_fd_ = -1;
     }
@@ -534,7 +502,7 @@ int RunSessionProcess(int config_fd, int ready_fd) {
     // session gone.
     return 1;
   }
-  auto raw = ReadAll(config_fd);
+  auto raw = ReadToEnd(config_fd);
   ReplaceWithDevNull(config_fd);
   SessionConfig config;
   if (!raw.ok() || !config.ParseFromString(*raw)) {
@@ -542,7 +510,7 @@ int RunSessionProcess(int config_fd, int ready_fd) {
     failed.set_state(SessionStatus::FAILED);
     failed.set_message("cannot read the session config");
     failed.set_error_code(static_cast<int>(absl::StatusCode::kInternal));
-    WriteAll(ready_fd, FrameReadyMessage(failed.SerializeAsString()));
+    (void)WriteFully(ready_fd, FrameReadyMessage(failed.SerializeAsString()));
     close(ready_fd);
     return 1;
   }

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "registration/registrar_record.h"
 #include "base/status.h"
 #include "reconciler/reconciler.h"
 #include "reconciler/volume_phase.h"
+#include "registration/registrar_record.h"
 #include "registration/registry.h"
 
 namespace stagehand::status {

@@ -8,9 +8,9 @@
 #include <absl/time/clock.h>
 #include <absl/time/time.h>
 
+#include "base/time_format.h"
 #include "status/agent_health.h"
 #include "status/driver_volumes.h"
-#include "base/time_format.h"
 
 namespace stagehand::status {
 
@@ -57,7 +57,8 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const agent::v1::GetS
   response->set_driver_name(info_.driver_name);
   response->set_manifest_dir(info_.manifest_dir);
   response->set_metrics_port(metrics_port_.load());
-  if (const registration::RegistrarRecord* registrar = health_.sources().registrar; registrar != nullptr) {
+  if (const registration::RegistrarRecord* registrar = health_.sources().registrar;
+      registrar != nullptr) {
     *response->mutable_registrar() = registrar->Get();
     if (!response->registrar().last_error().empty()) {
       response->add_problems(absl::StrCat("the built-in driver's registration was rejected: ",

@@ -6,11 +6,11 @@
 #include <atomic>
 #include <string>
 
-#include "status/agent_health.h"
 #include "driver/node_service.h"
 #include "proto/agent.grpc.pb.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
+#include "status/agent_health.h"
 
 namespace stagehand::status {
 
@@ -42,9 +42,11 @@ class AgentService final : public agent::v1::Agent::Service {
 
   grpc::Status GetStatus(grpc::ServerContext* context, const agent::v1::GetStatusRequest* request,
                          agent::v1::AgentStatus* response) override;
-  grpc::Status ListVolumes(grpc::ServerContext* context, const agent::v1::ListVolumesRequest* request,
+  grpc::Status ListVolumes(grpc::ServerContext* context,
+                           const agent::v1::ListVolumesRequest* request,
                            agent::v1::ListVolumesResponse* response) override;
-  grpc::Status ListPlugins(grpc::ServerContext* context, const agent::v1::ListPluginsRequest* request,
+  grpc::Status ListPlugins(grpc::ServerContext* context,
+                           const agent::v1::ListPluginsRequest* request,
                            agent::v1::ListPluginsResponse* response) override;
 
  private:

@@ -105,7 +105,7 @@ void ListDriverVolumes(driver::NodeService& node, const std::string& driver_name
 }
 
 std::vector<csiclient::VolumeHealthSample> DriverVolumeHealth(driver::NodeService& node,
-                                                               const std::string& driver_name) {
+                                                              const std::string& driver_name) {
   std::vector<csiclient::VolumeHealthSample> out;
   std::vector<std::string> unreadable;
   for (const StagedVolume& volume : node.Volumes(&unreadable)) {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "csiclient/reconciler_client.h"
 #include "driver/node_service.h"
 #include "proto/agent.pb.h"
-#include "csiclient/reconciler_client.h"
 
 namespace stagehand::status {
 
@@ -27,6 +27,6 @@ void AddDataPaths(driver::NodeService& node, const std::string& driver_name,
 // The problems of every staged volume that has any (the metrics of an agent without health
 // rounds).
 std::vector<csiclient::VolumeHealthSample> DriverVolumeHealth(driver::NodeService& node,
-                                                               const std::string& driver_name);
+                                                              const std::string& driver_name);
 
 }  // namespace stagehand::status

@@ -10,13 +10,13 @@
 
 #include <absl/strings/str_cat.h>
 
-#include "status/agent_health.h"
 #include "base/file_io.h"
 #include "base/mutex.h"
 #include "base/paths.h"
+#include "csiclient/reconciler_client.h"
 #include "reconciler/reconciler.h"
 #include "registration/registry.h"
-#include "csiclient/reconciler_client.h"
+#include "status/agent_health.h"
 
 namespace stagehand::status {
 namespace {

@@ -123,7 +123,8 @@ void StatsCollector::CollectOnce() {
       if (auto s =
               (*client)->GetVolumeStats(handles[i], work[i].target, options_.call_timeout, work[i]);
           !s.ok()) {
-        Log(kComponent).debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
+        Log(kComponent)
+            .debug("volume stats of '{}' at '{}': {}", work[i].volume, work[i].target, s);
       }
     }
   };

@@ -8,10 +8,10 @@
 #include <memory>
 #include <random>
 
-#include "status/metrics.h"
 #include "base/event_loop.h"
 #include "base/task_runner.h"
 #include "csiclient/reconciler_client.h"
+#include "status/metrics.h"
 
 namespace stagehand::reconciler {
 class Reconciler;

@@ -1,5 +1,3 @@
-#include "csiclient/reconciler_client.h"
-
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "base/subprocess.h"
+#include "csiclient/reconciler_client.h"
 #include "proto/csi.grpc.pb.h"
 #include "tests/testing/temp_dir.h"
 

@@ -14,7 +14,7 @@
 
 #include "base/process.h"
 #include "proto/agent.grpc.pb.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -70,8 +70,8 @@ TEST_F(DriverVolumesTest, TheDriversVolumesAreListedWithTheirTargetsAndProblems)
   EXPECT_EQ(Status().volumes_published(), 1);
 
   // Its session process dies for good (its keeper first): the listing and the status say so.
-  ASSERT_EQ(SessionPidsUnder(root_).size(), 1u);
-  KillSessionsForGood();
+  ASSERT_EQ(testbed::SessionPidsUnder(root_).size(), 1u);
+  testbed::KillSessionsForGood();
   EXPECT_THAT(List().volumes(0).condition(), HasSubstr("SessionGone: "));
   const auto status = Status();
   EXPECT_EQ(status.volumes_failing(), 1);

@@ -15,7 +15,7 @@
 #include "base/file_io.h"
 #include "proto/state.pb.h"
 #include "session/counters_file.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -34,12 +34,12 @@ class UringParameter {
       return;
     }
     old_ = old->substr(0, 1);
-    ok_ = WriteControl(kUringParameter, on ? "Y" : "N");
+    ok_ = testbed::WriteControl(kUringParameter, on ? "Y" : "N");
   }
 
   ~UringParameter() {
     if (!old_.empty()) {
-      WriteControl(kUringParameter, old_);
+      testbed::WriteControl(kUringParameter, old_);
     }
   }
 
@@ -55,10 +55,10 @@ class UringParameter {
 
 // Writes `content` to `path` durably, drops the page cache and reads it back (from the LUN).
 std::string WriteAndReadBack(const std::string& path, const std::string& content) {
-  if (!WriteDurably(path, content)) {
+  if (!testbed::WriteDurably(path, content)) {
     return "<write failed>";
   }
-  WriteControl("/proc/sys/vm/drop_caches", "3");
+  testbed::WriteControl("/proc/sys/vm/drop_caches", "3");
   return ReadFileToString(path).value_or("<read failed>");
 }
 

@@ -30,7 +30,7 @@
 #include "base/unique_fd.h"
 #include "health/reason.h"
 #include "proto/agent.grpc.pb.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/testing/http_get.h"
 
@@ -186,7 +186,7 @@ class HealthTest : public NodeIntegrationTest {
 
   // The (only) session's FUSE mount point.
   std::string FuseMount() const {
-    const auto pids = SessionPidsUnder(root_);
+    const auto pids = testbed::SessionPidsUnder(root_);
     EXPECT_EQ(pids.size(), 1u);
     auto out = RunProcess({"ls", daemon_->runtime_dir() + "/sessions"});
     if (!out.ok() || out->output.empty()) {
@@ -264,7 +264,8 @@ TEST_F(HealthTest, ALoopDeviceDetachedUnderAMountIsShownDegradedUntilStagedAgain
   auto detached = RunProcess({"losetup", "-d", loop});
   ASSERT_TRUE(detached.ok() && detached->exit_code == 0);
   ExpectShown("vol-lm", "LoopDeviceDetaching", csi::v1::DEGRADED, target);
-  EXPECT_TRUE(WriteDurably(target + "/still-works", "yes")) << "a degraded volume still works";
+  EXPECT_TRUE(testbed::WriteDurably(target + "/still-works", "yes"))
+      << "a degraded volume still works";
 
   ASSERT_TRUE(Unpublish("vol-lm", target).ok());
   ASSERT_TRUE(Unstage("vol-lm", Staging("vol-lm")).ok());
@@ -283,7 +284,7 @@ TEST_F(HealthTest, AnAbortedFuseConnectionIsShownAndTheVolumeStillUnstages) {
   const std::string target = root_ + "/pod1";
   ASSERT_TRUE(Stage(StageRequest("vol-fa", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-fa", target, /*block=*/true)).ok());
-  const std::vector<int> pids = SessionPidsUnder(root_);
+  const std::vector<int> pids = testbed::SessionPidsUnder(root_);
   ASSERT_EQ(pids.size(), 1u);
 
   // fusectl, mounted for the test if the host has not.
@@ -315,7 +316,7 @@ TEST_F(HealthTest, AnAbortedFuseConnectionIsShownAndTheVolumeStillUnstages) {
     std::this_thread::yield();
   }
   ExpectShown("vol-fa", "FuseConnectionAborted", csi::v1::INACCESSIBLE, target);
-  EXPECT_EQ(WriteBlockDirect(target, 0, 'x'), EIO) << "I/O after the abort fails";
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 0, 'x'), EIO) << "I/O after the abort fails";
 
   EXPECT_TRUE(Unpublish("vol-fa", target).ok());
   EXPECT_TRUE(Unstage("vol-fa", Staging("vol-fa")).ok());

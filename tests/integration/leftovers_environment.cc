@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 
 namespace stagehand::testing {
 namespace {
@@ -12,14 +12,15 @@ namespace {
 class LeftoversEnvironment : public ::testing::Environment {
  public:
   void TearDown() override {
-    if (!IntegrationEnabled()) {
+    if (!testbed::IntegrationEnabled()) {
       return;
     }
-    EXPECT_TRUE(RunningSessionProcesses().empty())
+    EXPECT_TRUE(testbed::RunningSessionProcesses().empty())
         << "session processes left running: "
-        << ::testing::PrintToString(RunningSessionProcesses());
-    EXPECT_TRUE(RunningSessionKeepers().empty())
-        << "session keepers left running: " << ::testing::PrintToString(RunningSessionKeepers());
+        << ::testing::PrintToString(testbed::RunningSessionProcesses());
+    EXPECT_TRUE(testbed::RunningSessionKeepers().empty())
+        << "session keepers left running: "
+        << ::testing::PrintToString(testbed::RunningSessionKeepers());
   }
 };
 

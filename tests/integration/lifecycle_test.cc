@@ -40,7 +40,7 @@ TEST_F(LifecycleTest, MountVolumeKeepsItsDataAcrossUnstageAndRestage) {
 
   EXPECT_NE(stat(target.c_str(), &st), 0) << "target path must be removed";
   ASSERT_EQ(Unstage("vol-a", Staging("vol-a")).error_code(), Code::OK);
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
 
   ASSERT_TRUE(Stage(StageRequest("vol-a")).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-a", target)).ok());
@@ -149,7 +149,7 @@ TEST_F(LifecycleTest, NodeInfoCountsTheStagedVolumesAndTheRoomLeft) {
   auto max_volumes = [this] {
     csi::v1::NodeGetInfoResponse info;
     const grpc::Status s =
-        daemon_->node().NodeGetInfo(Ctx().get(), csi::v1::NodeGetInfoRequest(), &info);
+        daemon_->node().NodeGetInfo(testbed::Ctx().get(), csi::v1::NodeGetInfoRequest(), &info);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return info.max_volumes_per_node();
   };
@@ -308,7 +308,7 @@ TEST_F(LifecycleTest, ExpandPicksUpTheGrownLunAndGrowsXfsOnline) {
   req.set_volume_path(fs_target);
   req.mutable_capacity_range()->set_required_bytes(512ll << 20);
   csi::v1::NodeExpandVolumeResponse resp;
-  auto s = daemon_->node().NodeExpandVolume(Ctx().get(), req, &resp);
+  auto s = daemon_->node().NodeExpandVolume(testbed::Ctx().get(), req, &resp);
 
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.capacity_bytes(), 512ll << 20);

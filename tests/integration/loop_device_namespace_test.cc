@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "transport/userspace/loop_device.h"
 
 namespace stagehand::testing {
@@ -64,10 +64,10 @@ std::string AttachFromAnotherNamespace(const std::string& mnt) {
 }
 
 TEST(LoopDeviceNamespaceTest, ALoopAttachedInAnotherMountNamespaceIsFoundAndDetached) {
-  if (!IntegrationEnabled()) {
+  if (!testbed::IntegrationEnabled()) {
     GTEST_SKIP() << "integration test: needs root and SH_INTEGRATION=1";
   }
-  const std::string root = MakeTempRoot();
+  const std::string root = testbed::MakeTempRoot();
   ASSERT_FALSE(root.empty());
   const std::string mnt = root + "/mnt";
   ASSERT_TRUE(MakeDirs(mnt, 0700).ok());
@@ -100,7 +100,7 @@ TEST(LoopDeviceNamespaceTest, ALoopAttachedInAnotherMountNamespaceIsFoundAndDeta
   EXPECT_FALSE(transport::userspace::LoopBackingFile(device).has_value())
       << device << " is still attached";
 
-  ForceCleanup(root);
+  testbed::ForceCleanup(root);
 }
 
 }  // namespace

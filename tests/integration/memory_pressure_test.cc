@@ -34,7 +34,7 @@
 #include "base/file_io.h"
 #include "base/spawn.h"
 #include "proto/state.pb.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -50,13 +50,13 @@ class MemoryCgroup {
   MemoryCgroup(const std::string& name, uint64_t limit)
       : dir_(std::string(kMemoryCgroups) + "/" + name) {
     ok_ = mkdir(dir_.c_str(), 0755) == 0 &&
-          WriteControl(dir_ + "/memory.limit_in_bytes", std::to_string(limit));
+          testbed::WriteControl(dir_ + "/memory.limit_in_bytes", std::to_string(limit));
   }
 
   ~MemoryCgroup() {
     auto procs = ReadFileToString(dir_ + "/cgroup.procs");
     for (absl::string_view p : absl::StrSplit(procs.value_or(""), '\n', absl::SkipEmpty())) {
-      WriteControl(std::string(kMemoryCgroups) + "/cgroup.procs", std::string(p));
+      testbed::WriteControl(std::string(kMemoryCgroups) + "/cgroup.procs", std::string(p));
     }
     rmdir(dir_.c_str());
   }
@@ -76,7 +76,9 @@ class MemoryCgroup {
                : 0;
   }
 
-  bool Add(int pid) const { return WriteControl(dir_ + "/cgroup.procs", std::to_string(pid)); }
+  bool Add(int pid) const {
+    return testbed::WriteControl(dir_ + "/cgroup.procs", std::to_string(pid));
+  }
 
   // `argv` started inside the cgroup (through sh, which moves itself in, then execs).
   std::vector<std::string> Inside(const std::string& command) const {
@@ -127,7 +129,7 @@ class MemoryPressureTest : public NodeIntegrationTest {
     }
     const std::string connection = FuseConnectionOf(mountpoint);
     if (!connection.empty()) {
-      WriteControl(absl::StrCat(kFuseControl, "/", connection, "/abort"), "1");
+      testbed::WriteControl(absl::StrCat(kFuseControl, "/", connection, "/abort"), "1");
     }
   }
 

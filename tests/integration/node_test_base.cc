@@ -12,14 +12,14 @@
 
 namespace stagehand::testing {
 
-Tgtd* NodeIntegrationTest::tgtd_ = nullptr;
+testbed::Tgtd* NodeIntegrationTest::tgtd_ = nullptr;
 int NodeIntegrationTest::next_tid_ = 1;
 
 void NodeIntegrationTest::SetUpTestSuite() {
-  if (!IntegrationEnabled()) {
+  if (!testbed::IntegrationEnabled()) {
     return;
   }
-  tgtd_ = new Tgtd();
+  tgtd_ = new testbed::Tgtd();
   auto s = tgtd_->Start();
   ASSERT_TRUE(s.ok()) << s;
 }
@@ -30,14 +30,14 @@ void NodeIntegrationTest::TearDownTestSuite() {
 }
 
 void NodeIntegrationTest::SetUp() {
-  if (!IntegrationEnabled()) {
+  if (!testbed::IntegrationEnabled()) {
     GTEST_SKIP() << "integration test: needs root and SH_INTEGRATION=1";
   }
   ASSERT_NE(tgtd_, nullptr);
-  root_ = MakeTempRoot();
+  root_ = testbed::MakeTempRoot();
   ASSERT_FALSE(root_.empty());
   tid_ = next_tid_++;
-  daemon_ = std::make_unique<StagehandDaemon>(root_, DaemonFlags());
+  daemon_ = std::make_unique<testbed::StagehandDaemon>(root_, DaemonFlags());
   auto s = daemon_->Start();
   ASSERT_TRUE(s.ok()) << s;
 }
@@ -49,12 +49,12 @@ void NodeIntegrationTest::TearDown() {
   if (daemon_) {
     daemon_->Kill();
   }
-  const auto left = Leftovers(root_);
+  const auto left = testbed::Leftovers(root_);
   if (HasFailure()) {
     auto log = ReadFileToString(root_ + "/daemon.log");
     std::cerr << "---- daemon log ----\n" << log.value_or("(none)") << "--------------------\n";
   }
-  ForceCleanup(root_);
+  testbed::ForceCleanup(root_);
   if (tgtd_ != nullptr && tgtd_->pid() > 0 && !lun_file_.empty()) {
     (void)tgtd_->DeleteTarget(tid_);
   }
@@ -63,7 +63,7 @@ void NodeIntegrationTest::TearDown() {
 
 void NodeIntegrationTest::AddLun(uint64_t bytes) {
   lun_file_ = root_ + "/lun.img";
-  ASSERT_TRUE(MakeSparseFile(lun_file_, bytes).ok());
+  ASSERT_TRUE(testbed::MakeSparseFile(lun_file_, bytes).ok());
   ASSERT_TRUE(tgtd_->AddTarget(tid_, Iqn()).ok());
   auto s = tgtd_->AddLun(tid_, 1, lun_file_);
   ASSERT_TRUE(s.ok()) << s;
@@ -116,12 +116,12 @@ csi::v1::NodePublishVolumeRequest NodeIntegrationTest::PublishRequest(const std:
 
 grpc::Status NodeIntegrationTest::Stage(const csi::v1::NodeStageVolumeRequest& req) {
   csi::v1::NodeStageVolumeResponse resp;
-  return daemon_->node().NodeStageVolume(Ctx().get(), req, &resp);
+  return daemon_->node().NodeStageVolume(testbed::Ctx().get(), req, &resp);
 }
 
 grpc::Status NodeIntegrationTest::Publish(const csi::v1::NodePublishVolumeRequest& req) {
   csi::v1::NodePublishVolumeResponse resp;
-  return daemon_->node().NodePublishVolume(Ctx().get(), req, &resp);
+  return daemon_->node().NodePublishVolume(testbed::Ctx().get(), req, &resp);
 }
 
 grpc::Status NodeIntegrationTest::Unpublish(const std::string& volume_id,
@@ -130,7 +130,7 @@ grpc::Status NodeIntegrationTest::Unpublish(const std::string& volume_id,
   req.set_volume_id(volume_id);
   req.set_target_path(target);
   csi::v1::NodeUnpublishVolumeResponse resp;
-  return daemon_->node().NodeUnpublishVolume(Ctx().get(), req, &resp);
+  return daemon_->node().NodeUnpublishVolume(testbed::Ctx().get(), req, &resp);
 }
 
 grpc::Status NodeIntegrationTest::Unstage(const std::string& volume_id,
@@ -139,7 +139,7 @@ grpc::Status NodeIntegrationTest::Unstage(const std::string& volume_id,
   req.set_volume_id(volume_id);
   req.set_staging_target_path(staging);
   csi::v1::NodeUnstageVolumeResponse resp;
-  return daemon_->node().NodeUnstageVolume(Ctx().get(), req, &resp);
+  return daemon_->node().NodeUnstageVolume(testbed::Ctx().get(), req, &resp);
 }
 
 grpc::Status NodeIntegrationTest::Stats(const std::string& volume_id, const std::string& path,
@@ -147,18 +147,18 @@ grpc::Status NodeIntegrationTest::Stats(const std::string& volume_id, const std:
   csi::v1::NodeGetVolumeStatsRequest req;
   req.set_volume_id(volume_id);
   req.set_volume_path(path);
-  return daemon_->node().NodeGetVolumeStats(Ctx().get(), req, resp);
+  return daemon_->node().NodeGetVolumeStats(testbed::Ctx().get(), req, resp);
 }
 
 grpc::Status NodeIntegrationTest::Health(const std::string& volume_id,
                                          csi::v1::NodeGetVolumeHealthResponse* resp) {
   csi::v1::NodeGetVolumeHealthRequest req;
   req.set_volume_id(volume_id);
-  return daemon_->node().NodeGetVolumeHealth(Ctx().get(), req, resp);
+  return daemon_->node().NodeGetVolumeHealth(testbed::Ctx().get(), req, resp);
 }
 
 grpc::Status NodeIntegrationTest::StorageHealth(csi::v1::NodeGetStorageHealthResponse* resp) {
-  return daemon_->node().NodeGetStorageHealth(Ctx().get(), {}, resp);
+  return daemon_->node().NodeGetStorageHealth(testbed::Ctx().get(), {}, resp);
 }
 
 std::string NodeIntegrationTest::SessionDir() const {

@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "proto/state.pb.h"
-#include "tests/integration/cluster.h"
-#include "tests/integration/tgtd.h"
+#include "testbed/stagehand_daemon.h"
+#include "testbed/tgtd.h"
 
 namespace stagehand::testing {
 
@@ -57,12 +57,12 @@ class NodeIntegrationTest : public ::testing::Test {
   // `done`.
   bool WaitForStatus(const std::function<bool(const state::v1::SessionStatus&)>& done) const;
 
-  static Tgtd* tgtd_;
+  static testbed::Tgtd* tgtd_;
   static int next_tid_;
   int tid_ = 0;
   std::string root_;
   std::string lun_file_;
-  std::unique_ptr<StagehandDaemon> daemon_;
+  std::unique_ptr<testbed::StagehandDaemon> daemon_;
 };
 
 }  // namespace stagehand::testing

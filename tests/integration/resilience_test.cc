@@ -82,7 +82,8 @@ class ResilienceTest : public NodeIntegrationTest {
   // unpublishes and unstages.
   void ExpectFailedClosed(const std::string& volume_id, const std::string& device,
                           const std::string& other_lun_file) {
-    EXPECT_EQ(WriteBlockDirect(device, 4096, 'x'), EIO) << "I/O to a different LUN must fail";
+    EXPECT_EQ(testbed::WriteBlockDirect(device, 4096, 'x'), EIO)
+        << "I/O to a different LUN must fail";
     auto data = ReadFileToString(other_lun_file);
     ASSERT_TRUE(data.ok());
     EXPECT_EQ(data->find('x'), std::string::npos) << "nothing may reach the other LUN";
@@ -124,9 +125,9 @@ class ResilienceTest : public NodeIntegrationTest {
   // Kills the (only) session process and its keeper, so that nothing starts it again, and
   // waits until both are gone.
   void KillSessionForGood() {
-    ASSERT_EQ(KeeperPidsUnder(root_).size(), 1u);
+    ASSERT_EQ(testbed::KeeperPidsUnder(root_).size(), 1u);
     ASSERT_GT(SessionPid(), 0);
-    KillSessionsForGood();
+    testbed::KillSessionsForGood();
   }
 };
 
@@ -295,7 +296,8 @@ TEST_F(ResilienceTest, ALunThatShrinksFailsClosed) {
       &last))
       << last.DebugString();
 
-  EXPECT_EQ(WriteBlockDirect(target, 4096, 'x'), EIO) << "I/O to a smaller LUN must fail closed";
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 4096, 'x'), EIO)
+      << "I/O to a smaller LUN must fail closed";
   csi::v1::NodeGetVolumeStatsResponse stats;
   ASSERT_TRUE(Stats("vol-shrink", target, &stats).ok());
   EXPECT_TRUE(stats.volume_condition().abnormal());
@@ -315,7 +317,7 @@ TEST_F(ResilienceTest, ReconnectToADifferentLunFailsClosed) {
   ASSERT_TRUE(Stage(StageRequest("vol-swap", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-swap", target, /*block=*/true)).ok());
   const std::string other = root_ + "/other.img";
-  ASSERT_TRUE(MakeSparseFile(other, 128ull << 20).ok());
+  ASSERT_TRUE(testbed::MakeSparseFile(other, 128ull << 20).ok());
 
   // The target comes back with another LUN under the same name and number (a reused LUN id).
   ASSERT_TRUE(tgtd_->RestartEmpty().ok());
@@ -335,8 +337,8 @@ TEST_F(ResilienceTest, ALunRemappedUnderALiveSessionFailsClosed) {
   ASSERT_TRUE(Stage(StageRequest("vol-remap", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-remap", target, /*block=*/true)).ok());
   const std::string other = root_ + "/other.img";
-  ASSERT_TRUE(MakeSparseFile(other, 128ull << 20).ok());
-  ASSERT_EQ(WriteBlockDirect(target, 0, 'a'), 0);
+  ASSERT_TRUE(testbed::MakeSparseFile(other, 128ull << 20).ok());
+  ASSERT_EQ(testbed::WriteBlockDirect(target, 0, 'a'), 0);
 
   ASSERT_TRUE(tgtd_->RemoveLun(tid_, 1).ok());
   ASSERT_TRUE(tgtd_->AddLun(tid_, 1, other).ok());
@@ -373,7 +375,7 @@ TEST_F(ResilienceTest, ARepeatedStageNeverRebuildsAStagingUnderLivePublishes) {
   EXPECT_EQ(killed.error_code(), Code::FAILED_PRECONDITION) << killed.error_message();
   EXPECT_FALSE(IsMountPoint(Staging("vol-r"))) << "nothing was staged a second time";
   EXPECT_TRUE(IsMountPoint(target));
-  EXPECT_TRUE(RunningSessionProcesses().empty()) << "no second session was started";
+  EXPECT_TRUE(testbed::RunningSessionProcesses().empty()) << "no second session was started";
   // The record kept its publish: unpublish works, then a stage rebuilds and the data is there.
   EXPECT_EQ(Unstage("vol-r", Staging("vol-r")).error_code(), Code::FAILED_PRECONDITION);
   ASSERT_TRUE(Unpublish("vol-r", target).ok());
@@ -408,16 +410,16 @@ TEST_F(ResilienceTest, ACrashDuringASessionsLoginLeavesOneSessionProcess) {
 
   daemon_->Kill();
   stage.join();
-  ASSERT_EQ(RunningSessionProcesses().size(), 1u);
+  ASSERT_EQ(testbed::RunningSessionProcesses().size(), 1u);
   ASSERT_TRUE(daemon_->Start().ok());
   const grpc::Status staged = Stage(StageRequest("vol-l"));
 
   EXPECT_TRUE(staged.ok()) << staged.error_message();
-  EXPECT_EQ(RunningSessionProcesses().size(), 1u) << "the hung session was not stopped";
-  EXPECT_EQ(RunningSessionKeepers().size(), 1u) << "nor its keeper";
+  EXPECT_EQ(testbed::RunningSessionProcesses().size(), 1u) << "the hung session was not stopped";
+  EXPECT_EQ(testbed::RunningSessionKeepers().size(), 1u) << "nor its keeper";
   EXPECT_TRUE(Unstage("vol-l", Staging("vol-l")).ok());
-  EXPECT_TRUE(RunningSessionProcesses().empty());
-  EXPECT_TRUE(RunningSessionKeepers().empty());
+  EXPECT_TRUE(testbed::RunningSessionProcesses().empty());
+  EXPECT_TRUE(testbed::RunningSessionKeepers().empty());
 }
 
 // A target that never comes back must not hang the host: after the volume's replacement
@@ -471,7 +473,7 @@ TEST_F(ResilienceTest, ATargetGoneForGoodFailsIoAfterTheReplacementTimeoutAndSti
   EXPECT_TRUE(Unpublish("vol-gone", target).ok());
   const grpc::Status unstaged = Unstage("vol-gone", Staging("vol-gone"));
   EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();
-  EXPECT_TRUE(RunningSessionProcesses().empty());
+  EXPECT_TRUE(testbed::RunningSessionProcesses().empty());
   ASSERT_TRUE(tgtd_->Restart().ok());  // For the next tests of the suite.
 }
 
@@ -501,7 +503,7 @@ TEST_F(ResilienceTest, AConnectionDroppedDuringTheIdentityReadIsRetriedNotFailed
   ASSERT_TRUE(settled) << status.DebugString();
   EXPECT_EQ(status.state(), state::v1::SessionStatus::UP) << status.message();
   EXPECT_GE(proxy.connections(), 3) << "the first, the one dropped at the identity read, the next";
-  EXPECT_EQ(WriteBlockDirect(target, 0, 'd'), 0) << "I/O works after the retried login";
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 0, 'd'), 0) << "I/O works after the retried login";
   EXPECT_TRUE(Unpublish("vol-drop", target).ok());
   EXPECT_TRUE(Unstage("vol-drop", Staging("vol-drop")).ok());
 }
@@ -522,7 +524,8 @@ TEST_F(ResilienceTest, ATargetThatStopsAnsweringCommandsFailsIoInsteadOfHanging)
   ASSERT_TRUE(Publish(PublishRequest("vol-hung", target, /*block=*/true)).ok());
 
   proxy.SwallowScsiCommands(true);
-  auto io = std::async(std::launch::async, [&] { return WriteBlockDirect(target, 0, 'h'); });
+  auto io =
+      std::async(std::launch::async, [&] { return testbed::WriteBlockDirect(target, 0, 'h'); });
   const bool finished = io.wait_for(std::chrono::seconds(120)) == std::future_status::ready;
   proxy.SwallowScsiCommands(false);  // Lets a hung write finish, so that the test can end.
   const int err = io.get();
@@ -531,7 +534,8 @@ TEST_F(ResilienceTest, ATargetThatStopsAnsweringCommandsFailsIoInsteadOfHanging)
   EXPECT_EQ(err, EIO);
   EXPECT_TRUE(WaitForSession(
       [](const state::v1::SessionStatus& s) { return s.state() == state::v1::SessionStatus::UP; }));
-  EXPECT_EQ(WriteBlockDirect(target, 0, 'h'), 0) << "I/O works again once the target answers";
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 0, 'h'), 0)
+      << "I/O works again once the target answers";
   EXPECT_TRUE(Unpublish("vol-hung", target).ok());
   EXPECT_TRUE(Unstage("vol-hung", Staging("vol-hung")).ok());
 }

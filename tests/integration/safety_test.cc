@@ -107,7 +107,7 @@ TEST_F(SafetyTest, AnInterruptedFormatIsFinishedOnlyByTheVolumeThatStartedIt) {
     daemon_->Kill();
     const std::string saved = getenv("PATH");  // NOLINT(concurrency-mt-unsafe): test only.
     setenv("PATH", path.c_str(), 1);           // NOLINT(concurrency-mt-unsafe): test only.
-    daemon_ = std::make_unique<StagehandDaemon>(root_);
+    daemon_ = std::make_unique<testbed::StagehandDaemon>(root_);
     absl::Status started = daemon_->Start();
     setenv("PATH", saved.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): test only.
     return started;
@@ -138,7 +138,7 @@ TEST_F(SafetyTest, LunWithAnotherFilesystemIsNeverFormatted) {
   EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
   EXPECT_NE(s.error_message().find("xfs"), std::string::npos) << s.error_message();
   EXPECT_EQ(LunDigest(), before) << "the LUN must be untouched";
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
   // Asking for what is there works and keeps the data.
   EXPECT_TRUE(Stage(StageRequest("vol-f", false, "xfs")).ok());
   EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
@@ -163,7 +163,7 @@ TEST_F(SafetyTest, LunWithAPartitionTableIsNeverFormatted) {
 
   EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
   EXPECT_EQ(LunDigest(), before);
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
 }
 
 TEST_F(SafetyTest, LunWithUnrecognisedDataIsNeverFormatted) {
@@ -188,7 +188,7 @@ TEST_F(SafetyTest, WrongExpectedWwnFailsClosed) {
   EXPECT_EQ(s.error_code(), Code::FAILED_PRECONDITION) << s.error_message();
   EXPECT_NE(s.error_message().find("identity"), std::string::npos) << s.error_message();
   EXPECT_EQ(LunDigest(), before);
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
 }
 
 TEST_F(SafetyTest, MatchingExpectedSerialIsAccepted) {
@@ -219,7 +219,7 @@ TEST_F(SafetyTest, ChapRightCredentialsWorkWrongOnesAreUnauthenticated) {
   EXPECT_EQ(bad.error_code(), Code::UNAUTHENTICATED) << bad.error_message();
   EXPECT_EQ(bad.error_message().find("wrong-password-99"), std::string::npos);
   EXPECT_NE(missing.error_code(), Code::OK);
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
   EXPECT_TRUE(Stage(right).ok());
   auto log = ReadFileToString(root_ + "/daemon.log");
   EXPECT_EQ(log.value_or("").find("s3cret-pass-123"), std::string::npos) << "secret in the log";
@@ -231,19 +231,20 @@ TEST_F(SafetyTest, UnreachablePortalIsUnavailableAndUnknownTargetIsNotFound) {
   AddLun();
   auto unreachable = StageRequest("vol-u");
   (*unreachable.mutable_volume_context())["targetPortal"] =
-      "127.0.0.1:" + std::to_string(FreeTcpPort());
+      "127.0.0.1:" + std::to_string(testbed::FreeTcpPort());
   auto unknown = StageRequest("vol-u");
   (*unknown.mutable_volume_context())["iqn"] = "iqn.2026-11.dev.stagehand:no-such-target";
 
   EXPECT_EQ(Stage(unreachable).error_code(), Code::UNAVAILABLE);
   EXPECT_EQ(Stage(unknown).error_code(), Code::NOT_FOUND);
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
 }
 
 TEST_F(SafetyTest, FailsOverToTheNextPortalWhenTheFirstIsDown) {
   AddLun();
   auto req = StageRequest("vol-fo");
-  (*req.mutable_volume_context())["targetPortal"] = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  (*req.mutable_volume_context())["targetPortal"] =
+      "127.0.0.1:" + std::to_string(testbed::FreeTcpPort());
   (*req.mutable_volume_context())["portals"] = tgtd_->portal();
 
   auto s = Stage(req);
@@ -284,7 +285,7 @@ TEST_F(SafetyTest, OneLunNeverBacksTwoVolumes) {
   EXPECT_EQ(text.value_or(""), "precious data\n");
   EXPECT_TRUE(Unpublish("vol-1", target).ok());
   EXPECT_TRUE(Unstage("vol-1", Staging("vol-1")).ok());
-  EXPECT_TRUE(Leftovers(root_).empty()) << "the refused stages left nothing behind";
+  EXPECT_TRUE(testbed::Leftovers(root_).empty()) << "the refused stages left nothing behind";
   // The LUN is free again: the other volume may have it now, with the data.
   ASSERT_TRUE(Stage(same).ok());
   EXPECT_TRUE(Unstage("vol-2", Staging("vol-2")).ok());

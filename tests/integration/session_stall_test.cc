@@ -17,7 +17,7 @@
 
 #include "base/file_io.h"
 #include "base/process.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -32,15 +32,15 @@ class Frozen {
   explicit Frozen(int pid)
       : dir_(std::string(kFreezer) + "/stagehand-test-" + std::to_string(pid)) {
     ok_ = mkdir(dir_.c_str(), 0755) == 0 &&
-          WriteControl(dir_ + "/cgroup.procs", std::to_string(pid)) &&
-          WriteControl(dir_ + "/freezer.state", "FROZEN");
+          testbed::WriteControl(dir_ + "/cgroup.procs", std::to_string(pid)) &&
+          testbed::WriteControl(dir_ + "/freezer.state", "FROZEN");
   }
 
   ~Frozen() {
-    WriteControl(dir_ + "/freezer.state", "THAWED");
+    testbed::WriteControl(dir_ + "/freezer.state", "THAWED");
     auto procs = ReadFileToString(dir_ + "/cgroup.procs");
     for (absl::string_view p : absl::StrSplit(procs.value_or(""), '\n', absl::SkipEmpty())) {
-      WriteControl(std::string(kFreezer) + "/cgroup.procs", std::string(p));
+      testbed::WriteControl(std::string(kFreezer) + "/cgroup.procs", std::string(p));
     }
     rmdir(dir_.c_str());
   }
@@ -81,7 +81,7 @@ TEST_F(SessionStallTest, ASessionThatRunsButAnswersNothingIsReportedNotAnswering
   const std::string target = root_ + "/pod1";
   ASSERT_TRUE(Stage(StageRequest("vol-stall", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-stall", target, /*block=*/true)).ok());
-  const std::vector<int> pids = SessionPidsUnder(root_);
+  const std::vector<int> pids = testbed::SessionPidsUnder(root_);
   ASSERT_EQ(pids.size(), 1u);
   EXPECT_EQ(Reason("vol-stall"), "");
 
@@ -101,7 +101,7 @@ TEST_F(SessionStallTest, ASessionThatRunsButAnswersNothingIsReportedNotAnswering
     std::this_thread::yield();
   }
   EXPECT_NE(ProcessState(pids[0]), 'T');
-  writer = std::thread([&] { written = WriteBlockDirect(target, 4096, 'y'); });
+  writer = std::thread([&] { written = testbed::WriteBlockDirect(target, 4096, 'y'); });
 
   // Each answer reads sysfs only; the stall shows once the timeout has passed after a look that
   // saw the write waiting.
@@ -127,7 +127,7 @@ TEST_F(SessionStallTest, AFrozenSessionIsReportedNotAnsweringWithNoIoWaiting) {
   }
   AddLun();
   ASSERT_TRUE(Stage(StageRequest("vol-idle", /*block=*/true)).ok());
-  const std::vector<int> pids = SessionPidsUnder(root_);
+  const std::vector<int> pids = testbed::SessionPidsUnder(root_);
   ASSERT_EQ(pids.size(), 1u);
   EXPECT_EQ(Reason("vol-idle"), "");
 

@@ -35,7 +35,7 @@
 #include "base/subprocess.h"
 #include "proto/state.pb.h"
 #include "session/counters_file.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/testing/dir_watch.h"
 
@@ -142,9 +142,9 @@ TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNo
   ASSERT_TRUE(Publish(PublishRequest("vol-kill", target)).ok());
   const std::string staging_mount = MountId(Staging("vol-kill"));
   const std::string publish_mount = MountId(target);
-  const auto loops = LoopsUnder(root_);
+  const auto loops = testbed::LoopsUnder(root_);
   ASSERT_EQ(loops.size(), 1u);
-  ASSERT_EQ(KeeperPidsUnder(root_).size(), 1u);
+  ASSERT_EQ(testbed::KeeperPidsUnder(root_).size(), 1u);
 
   Fio fio(target + "/data", root_ + "/fio.json");
   ASSERT_TRUE(fio.running());
@@ -169,7 +169,7 @@ TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNo
   EXPECT_GT(Number(job, "read", "io_bytes"), 0) << "written data was read back and verified";
   EXPECT_EQ(MountId(Staging("vol-kill")), staging_mount);
   EXPECT_EQ(MountId(target), publish_mount);
-  EXPECT_EQ(LoopsUnder(root_), loops);
+  EXPECT_EQ(testbed::LoopsUnder(root_), loops);
   csi::v1::NodeGetVolumeHealthResponse health;
   ASSERT_TRUE(Health("vol-kill", &health).ok());
   EXPECT_EQ(health.volume_health().health_statuses_size(), 0) << health.DebugString();
@@ -182,7 +182,7 @@ TEST_F(SessionSuccessionTest, ASuccessorWaitsForATargetThatIsDownThenServes) {
   const std::string target = root_ + "/pod";
   ASSERT_TRUE(Stage(StageRequest("vol-down")).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-down", target)).ok());
-  ASSERT_TRUE(WriteDurably(target + "/before", std::string(1 << 16, 'b')));
+  ASSERT_TRUE(testbed::WriteDurably(target + "/before", std::string(1 << 16, 'b')));
   const int pid = SessionNow()->pid();
 
   tgtd_->Kill();
@@ -191,7 +191,7 @@ TEST_F(SessionSuccessionTest, ASuccessorWaitsForATargetThatIsDownThenServes) {
     return s.pid() != pid && s.took_over() && s.state() == SessionStatus::RECONNECTING;
   })) << "the successor logs in meanwhile";
   auto writer = std::async(std::launch::async, [&] {
-    return WriteDurably(target + "/during", std::string(1 << 16, 'd'));
+    return testbed::WriteDurably(target + "/during", std::string(1 << 16, 'd'));
   });
   ASSERT_TRUE(tgtd_->Restart().ok());
 
@@ -214,7 +214,8 @@ TEST_F(SessionSuccessionTest, SuccessorsKeepTheReplacementTimeoutOfTheOutage) {
   tgtd_->Kill();
   // A write waits on the outage while its session process is killed again and again (each
   // successor gets it resent): it must still fail once the outage is 2 s old.
-  auto writer = std::async(std::launch::async, [&] { return WriteBlockDirect(target, 0, 'w'); });
+  auto writer =
+      std::async(std::launch::async, [&] { return testbed::WriteBlockDirect(target, 0, 'w'); });
   int kills = 0;
   while (writer.wait_for(std::chrono::seconds(0)) != std::future_status::ready && kills < 100) {
     const int pid = SessionNow()->pid();
@@ -241,7 +242,7 @@ TEST_F(SessionSuccessionTest, ASuccessorThatFindsAnotherLunFailsClosed) {
   ASSERT_TRUE(Stage(StageRequest("vol-other", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-other", target, /*block=*/true)).ok());
   const std::string other = root_ + "/other.img";
-  ASSERT_TRUE(MakeSparseFile(other, 128ull << 20).ok());
+  ASSERT_TRUE(testbed::MakeSparseFile(other, 128ull << 20).ok());
   const int pid = SessionNow()->pid();
 
   // The target comes back with another LUN under the same name and number while the session
@@ -254,7 +255,8 @@ TEST_F(SessionSuccessionTest, ASuccessorThatFindsAnotherLunFailsClosed) {
     return s.pid() != pid && s.state() == SessionStatus::IDENTITY_MISMATCH;
   }));
 
-  EXPECT_EQ(WriteBlockDirect(target, 4096, 'x'), EIO) << "I/O to a different LUN must fail";
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 4096, 'x'), EIO)
+      << "I/O to a different LUN must fail";
   EXPECT_EQ(ReadFileToString(other).value_or("x").find('x'), std::string::npos);
   csi::v1::NodeGetVolumeHealthResponse health;
   ASSERT_TRUE(Health("vol-other", &health).ok());
@@ -275,7 +277,8 @@ TEST_F(SessionSuccessionTest, AStoppedSessionIsReplacedAfterItsWatchdogAndItsIoC
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
   absl::Cleanup resume = [pid] { kill(pid, SIGCONT); };
   // Waits on the stopped process until its successor answers it (the kernel resends it).
-  auto writer = std::async(std::launch::async, [&] { return WriteBlockDirect(target, 0, 's'); });
+  auto writer =
+      std::async(std::launch::async, [&] { return testbed::WriteBlockDirect(target, 0, 's'); });
   ASSERT_TRUE(WaitForStatus([pid](const SessionStatus& s) {
     return s.pid() != pid && s.took_over() && s.state() == SessionStatus::UP;
   })) << "the watchdog (2 s) replaced the stopped process";
@@ -289,7 +292,7 @@ TEST_F(SessionSuccessionTest, AStoppedSessionIsReplacedAfterItsWatchdogAndItsIoC
 // A copy of the session binary that reports another build: its GNU build ID changed, its code
 // the same (what a package or image upgrade leaves running, as far as the agent can tell).
 std::string OtherBuildOfSessionBinary(const std::string& dir) {
-  const std::string original = JoinPath(ParentDir(StagehandBinary()), "stagehand-session");
+  const std::string original = JoinPath(ParentDir(testbed::StagehandBinary()), "stagehand-session");
   auto id = FileBuildId(original);
   auto bytes = ReadFileToString(original);
   if (!id.ok() || !bytes.ok()) {
@@ -323,7 +326,7 @@ TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnde
   EXPECT_EQ(before->build(), FileBuildId(old_binary).value_or(""));
   const std::string staging_mount = MountId(Staging("vol-up"));
   const std::string publish_mount = MountId(target);
-  const auto loops = LoopsUnder(root_);
+  const auto loops = testbed::LoopsUnder(root_);
 
   Fio fio(target + "/data", root_ + "/fio.json");
   ASSERT_TRUE(fio.running());
@@ -333,7 +336,8 @@ TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnde
   daemon_->set_extra_flags({"--session-watchdog=2", "--no-watch-plugins"});
   ASSERT_TRUE(daemon_->Start().ok());
   const std::string current =
-      FileBuildId(JoinPath(ParentDir(StagehandBinary()), "stagehand-session")).value_or("");
+      FileBuildId(JoinPath(ParentDir(testbed::StagehandBinary()), "stagehand-session"))
+          .value_or("");
   ASSERT_TRUE(WaitForStatus([&](const SessionStatus& s) {
     return s.build() == current && s.took_over() && s.state() == SessionStatus::UP;
   })) << "the session of the earlier build was replaced";
@@ -351,7 +355,7 @@ TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnde
   EXPECT_EQ(ProcessStartTime(before->pid()), 0u) << "the old process is gone";
   EXPECT_EQ(MountId(Staging("vol-up")), staging_mount);
   EXPECT_EQ(MountId(target), publish_mount);
-  EXPECT_EQ(LoopsUnder(root_), loops);
+  EXPECT_EQ(testbed::LoopsUnder(root_), loops);
   auto listed = RunProcess({STAGEHANDCTL_BINARY, "--agent-socket",
                             daemon_->runtime_dir() + "/agent.sock", "agent", "volumes"});
   ASSERT_TRUE(listed.ok());
@@ -382,7 +386,7 @@ TEST_F(SessionSuccessionTest, AReplacementThatFailsLeavesTheOldProcessServing) {
 
   EXPECT_EQ(SessionNow()->pid(), before->pid());
   EXPECT_TRUE(IsSameProcessAlive(before->pid(), before->start_time()));
-  EXPECT_TRUE(WriteDurably(target + "/after", std::string(1 << 16, 'a')));
+  EXPECT_TRUE(testbed::WriteDurably(target + "/after", std::string(1 << 16, 'a')));
   auto listed = RunProcess({STAGEHANDCTL_BINARY, "--agent-socket",
                             daemon_->runtime_dir() + "/agent.sock", "agent", "volumes"});
   ASSERT_TRUE(listed.ok());

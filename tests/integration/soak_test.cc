@@ -65,7 +65,7 @@ class SoakTest : public NodeIntegrationTest {
   }
 
   void KillSessionProcess() {
-    for (int pid : RunningSessionProcesses()) {
+    for (int pid : testbed::RunningSessionProcesses()) {
       kill(pid, SIGKILL);
       while (ProcessStartTime(pid) != 0) {
         std::this_thread::yield();
@@ -106,7 +106,7 @@ TEST_F(SoakTest, RandomFaultsNeverLoseSyncedDataNorLeaveAnythingBehind) {
     }
     const std::string name = "round-" + std::to_string(round);
     const std::string content(4096 + (random() % 65536), static_cast<char>('a' + round % 26));
-    ASSERT_TRUE(WriteDurably(target + "/" + name, content));
+    ASSERT_TRUE(testbed::WriteDurably(target + "/" + name, content));
     durable.emplace_back(name, content);
 
     switch (fault) {
@@ -123,22 +123,23 @@ TEST_F(SoakTest, RandomFaultsNeverLoseSyncedDataNorLeaveAnythingBehind) {
         KillSessionProcess();
         // Its keeper starts a successor that takes over the FUSE connection: I/O goes on, and
         // a repeated stage is a no-op.
-        EXPECT_TRUE(WriteDurably(target + "/" + name + "-after", content))
+        EXPECT_TRUE(testbed::WriteDurably(target + "/" + name + "-after", content))
             << "I/O must go on after the session process died";
         durable.emplace_back(name + "-after", content);
         EXPECT_TRUE(Stage(Request()).ok());
         break;
       case Fault::kShortOutage: {
         ASSERT_TRUE(tgtd_->Restart().ok());
-        EXPECT_TRUE(WriteDurably(target + "/" + name + "-after", content))
+        EXPECT_TRUE(testbed::WriteDurably(target + "/" + name + "-after", content))
             << "I/O must go on after a short outage";
         durable.emplace_back(name + "-after", content);
         break;
       }
       case Fault::kLongOutage: {
         tgtd_->Kill();
-        auto io = std::async(std::launch::async,
-                             [&] { return WriteDurably(target + "/lost-" + name, content); });
+        auto io = std::async(std::launch::async, [&] {
+          return testbed::WriteDurably(target + "/lost-" + name, content);
+        });
         const bool finished = io.wait_for(std::chrono::seconds(90)) == std::future_status::ready;
         ASSERT_TRUE(tgtd_->Restart().ok());
         ASSERT_TRUE(finished) << "I/O hung on a target that is gone";
@@ -156,8 +157,9 @@ TEST_F(SoakTest, RandomFaultsNeverLoseSyncedDataNorLeaveAnythingBehind) {
       const grpc::Status s = Unstage("vol-soak", Staging("vol-soak"));
       ASSERT_TRUE(s.ok()) << s.error_message();
     }
-    ASSERT_TRUE(Leftovers(root_).empty()) << ::testing::PrintToString(Leftovers(root_));
-    ASSERT_TRUE(RunningSessionProcesses().empty());
+    ASSERT_TRUE(testbed::Leftovers(root_).empty())
+        << ::testing::PrintToString(testbed::Leftovers(root_));
+    ASSERT_TRUE(testbed::RunningSessionProcesses().empty());
     ASSERT_TRUE(NoRecords());
   }
   // The data of the last round, once more on a fresh stage.

@@ -78,7 +78,7 @@ class StandaloneTest : public NodeIntegrationTest {
 
   void RestartDaemon() {
     daemon_->Kill();
-    daemon_ = std::make_unique<StagehandDaemon>(root_);
+    daemon_ = std::make_unique<testbed::StagehandDaemon>(root_);
     ASSERT_TRUE(daemon_->Start().ok());
     ConnectAgent();
   }
@@ -179,8 +179,8 @@ TEST_F(StandaloneTest, DeclaredVolumeAppearsFollowsItsTargetsAndGoesWithItsManif
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
 
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
-  EXPECT_TRUE(RunningSessionProcesses().empty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_TRUE(testbed::RunningSessionProcesses().empty());
 }
 
 TEST_F(StandaloneTest, ABrokenManifestDoesNotUnmountAWorkingVolumeEvenAcrossARestart) {
@@ -211,7 +211,7 @@ TEST_F(StandaloneTest, ABrokenManifestDoesNotUnmountAWorkingVolumeEvenAcrossARes
   });
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
 }
 
 // A typo in --manifest-dir or a config volume not mounted yet: the agent starts with no
@@ -222,7 +222,7 @@ TEST_F(StandaloneTest, AMissingManifestDirectoryAtStartKeepsEveryVolumeAsItIs) {
   Declare("data.yaml", Manifest("data", {"app"}));
   WaitVolumes(PhaseIs("data", "published"));
   ASSERT_TRUE(WriteFileAtomically(root_ + "/app/keep.txt", "kept", 0644).ok());
-  const std::vector<int> sessions = RunningSessionProcesses();
+  const std::vector<int> sessions = testbed::RunningSessionProcesses();
   ASSERT_EQ(sessions.size(), 1u);
   daemon_->Kill();
   ASSERT_EQ(rename(manifests_.c_str(), (manifests_ + ".off").c_str()), 0);
@@ -243,13 +243,13 @@ TEST_F(StandaloneTest, AMissingManifestDirectoryAtStartKeepsEveryVolumeAsItIs) {
   // Once it is back, the volume is adopted as it was: same session, one mount, data intact.
   ASSERT_EQ(rename((manifests_ + ".off").c_str(), manifests_.c_str()), 0);
   WaitVolumes(PhaseIs("data", "published"));
-  EXPECT_EQ(RunningSessionProcesses(), sessions) << "never unstaged";
+  EXPECT_EQ(testbed::RunningSessionProcesses(), sessions) << "never unstaged";
   EXPECT_EQ(MountCount(root_ + "/app"), 1);
   EXPECT_EQ(ReadFileToString(root_ + "/app/keep.txt").value_or(""), "kept");
 
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
 }
 
 TEST_F(StandaloneTest, SigkillWhileStagingThenRestartConvergesWithNothingMountedTwice) {
@@ -270,8 +270,8 @@ TEST_F(StandaloneTest, SigkillWhileStagingThenRestartConvergesWithNothingMounted
   EXPECT_EQ(MountCount(FindVolume(adopted, "data")->staging_path()), 1);
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
-  EXPECT_TRUE(RunningSessionProcesses().empty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_TRUE(testbed::RunningSessionProcesses().empty());
 }
 
 TEST_F(StandaloneTest, RestartBetweenUnpublishAndUnstageStillUnstages) {
@@ -290,14 +290,14 @@ TEST_F(StandaloneTest, RestartBetweenUnpublishAndUnstageStillUnstages) {
   RestartDaemon();
   WaitVolumes(Gone("data"));
 
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
-  EXPECT_TRUE(RunningSessionProcesses().empty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_TRUE(testbed::RunningSessionProcesses().empty());
 }
 
 TEST_F(StandaloneTest, ASecondDriverServesAVolumeFromTheSameAgent) {
   AddLun();
-  const std::string second_root = MakeTempRoot();
-  auto second = std::make_unique<StagehandDaemon>(
+  const std::string second_root = testbed::MakeTempRoot();
+  auto second = std::make_unique<testbed::StagehandDaemon>(
       second_root,
       std::vector<std::string>{"--driver-name=other.stagehand.dev",
                                "--registration-dir=" + daemon_->state_dir() + "/plugins_registry",
@@ -311,10 +311,10 @@ TEST_F(StandaloneTest, ASecondDriverServesAVolumeFromTheSameAgent) {
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
 
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
-  EXPECT_THAT(Leftovers(second_root), ::testing::IsEmpty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_THAT(testbed::Leftovers(second_root), ::testing::IsEmpty());
   second->Kill();
-  ForceCleanup(second_root);
+  testbed::ForceCleanup(second_root);
 }
 
 int FreePort() {
@@ -385,9 +385,9 @@ class DeadDataPathTest : public StandaloneTest {
     AddLun();
     Declare("data.yaml", Manifest("data", {"app"}));
     WaitVolumes(PhaseIs("data", "published"));
-    ASSERT_EQ(RunningSessionProcesses().size(), 1u);
+    ASSERT_EQ(testbed::RunningSessionProcesses().size(), 1u);
 
-    KillSessionsForGood();
+    testbed::KillSessionsForGood();
     auto abnormal = WaitVolumes([](const auto& r) {
       const auto* v = FindVolume(r, "data");
       return v != nullptr && !v->condition().empty();
@@ -403,7 +403,7 @@ class DeadDataPathTest : public StandaloneTest {
     EXPECT_THAT(status.problems(), ::testing::Contains(HasSubstr("volume 'data' is abnormal")));
     ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
     WaitVolumes(Gone("data"));
-    EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
+    EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
   }
 };
 
@@ -444,7 +444,8 @@ TEST_F(HealthRoundTest, ADeadDataPathIsShownWithItsReasonWithinAHealthRound) {
 
 TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
   daemon_->Kill();
-  daemon_ = std::make_unique<StagehandDaemon>(root_, std::vector<std::string>{"--stats-period=1"});
+  daemon_ = std::make_unique<testbed::StagehandDaemon>(
+      root_, std::vector<std::string>{"--stats-period=1"});
   ASSERT_TRUE(daemon_->Start().ok());
   ConnectAgent();
   AddLun();
@@ -489,7 +490,7 @@ TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
 
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
-  EXPECT_THAT(Leftovers(root_), ::testing::IsEmpty());
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
 }
 
 }  // namespace

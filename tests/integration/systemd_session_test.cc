@@ -39,7 +39,7 @@ namespace {
 class PrivateNamespaceEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    if (!IntegrationEnabled()) {
+    if (!testbed::IntegrationEnabled()) {
       return;
     }
     auto s = EnterPrivateSystemdNamespace();
@@ -53,10 +53,10 @@ class SystemdSessionTest : public NodeIntegrationTest {
  protected:
   static void SetUpTestSuite() {
     NodeIntegrationTest::SetUpTestSuite();
-    if (!IntegrationEnabled()) {
+    if (!testbed::IntegrationEnabled()) {
       return;
     }
-    manager_root_ = MakeTempRoot();
+    manager_root_ = testbed::MakeTempRoot();
     manager_ = new UserSystemd();
     auto s = manager_->Start(manager_root_ + "/xdg");
     ASSERT_TRUE(s.ok()) << s;
@@ -66,7 +66,7 @@ class SystemdSessionTest : public NodeIntegrationTest {
     delete manager_;
     manager_ = nullptr;
     if (!manager_root_.empty()) {
-      ForceCleanup(manager_root_);
+      testbed::ForceCleanup(manager_root_);
     }
     NodeIntegrationTest::TearDownTestSuite();
   }
@@ -136,7 +136,7 @@ TEST_F(SystemdSessionTest, SessionRunsInItsOwnUnitAndSurvivesTheAgentsUnitBeingS
   daemon_->Stop();
   EXPECT_TRUE(IsSameProcessAlive(session.pid(), session.start_time()))
       << "the session process must survive the agent's unit";
-  EXPECT_TRUE(WriteDurably(target + "/while-agent-stopped", std::string(1 << 20, 's')))
+  EXPECT_TRUE(testbed::WriteDurably(target + "/while-agent-stopped", std::string(1 << 20, 's')))
       << "I/O must continue while the agent's unit is stopped";
 
   ASSERT_TRUE(daemon_->Start().ok());
@@ -198,7 +198,7 @@ TEST_F(SystemdSessionTest, AKilledSessionUnitIsRestartedAndTakesOverItsVolume) {
   const std::string target = root_ + "/pod1";
   ASSERT_TRUE(Stage(StageRequest("vol-k")).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-k", target)).ok());
-  ASSERT_TRUE(WriteDurably(target + "/before", std::string(1 << 20, 'b')));
+  ASSERT_TRUE(testbed::WriteDurably(target + "/before", std::string(1 << 20, 'b')));
   const state::v1::UserspaceSessionRecord session = Record("vol-k").session().userspace();
   const std::string status_path = session.runtime_dir() + "/status";
 
@@ -215,7 +215,7 @@ TEST_F(SystemdSessionTest, AKilledSessionUnitIsRestartedAndTakesOverItsVolume) {
   ASSERT_TRUE(replaced) << status.DebugString();
   auto cgroup = ReadFileToString(absl::StrCat("/proc/", status.pid(), "/cgroup"));
   EXPECT_TRUE(cgroup.ok() && absl::StrContains(*cgroup, session.unit())) << "the same unit";
-  EXPECT_TRUE(WriteDurably(target + "/after", std::string(1 << 20, 'a')));
+  EXPECT_TRUE(testbed::WriteDurably(target + "/after", std::string(1 << 20, 'a')));
   EXPECT_EQ(ReadFileToString(target + "/before").value_or(""), std::string(1 << 20, 'b'));
   csi::v1::NodeGetVolumeHealthResponse health;
   ASSERT_TRUE(Health("vol-k", &health).ok());
@@ -228,21 +228,22 @@ TEST_F(SystemdSessionTest, AKilledSessionUnitIsRestartedAndTakesOverItsVolume) {
 
 // Many distributions mount /run noexec: a bundle there could never run, so startup refuses it.
 TEST(SessionBundleTest, ANoexecBundleDirectoryIsRefusedAtStartup) {
-  if (!IntegrationEnabled()) {
+  if (!testbed::IntegrationEnabled()) {
     GTEST_SKIP() << "integration test: needs root and SH_INTEGRATION=1";
   }
-  const std::string root = MakeTempRoot();
+  const std::string root = testbed::MakeTempRoot();
   const std::string noexec = root + "/noexec";
   ASSERT_TRUE(MakeDirs(noexec, 0755).ok());
   // Private to this test's mount namespace (see PrivateNamespaceEnvironment).
   ASSERT_EQ(mount("tmpfs", noexec.c_str(), "tmpfs", MS_NOEXEC, "mode=0755"), 0) << strerror(errno);
 
-  auto run = RunProcess(
-      {StagehandBinary(), "--state-dir=" + root + "/state", "--runtime-dir=" + root + "/run",
-       "--csi-endpoint=unix://" + root + "/c.sock", "--manifest-dir=" + root + "/manifests",
-       "--metrics-address", "", "--session-launcher=detached", "--session-bundle-dir=" + noexec});
+  auto run =
+      RunProcess({testbed::StagehandBinary(), "--state-dir=" + root + "/state",
+                  "--runtime-dir=" + root + "/run", "--csi-endpoint=unix://" + root + "/c.sock",
+                  "--manifest-dir=" + root + "/manifests", "--metrics-address", "",
+                  "--session-launcher=detached", "--session-bundle-dir=" + noexec});
   umount2(noexec.c_str(), MNT_DETACH);
-  ForceCleanup(root);
+  testbed::ForceCleanup(root);
 
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->exit_code, 1) << run->output;

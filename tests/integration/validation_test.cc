@@ -59,7 +59,7 @@ TEST_F(ValidationTest, MalformedStageRequestsAreInvalidArgument) {
 
     EXPECT_EQ(Stage(req).error_code(), Code::INVALID_ARGUMENT) << c.name;
   }
-  EXPECT_TRUE(Leftovers(root_).empty());
+  EXPECT_TRUE(testbed::Leftovers(root_).empty());
 }
 
 TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {
@@ -88,9 +88,10 @@ TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {
   csi::v1::NodeUnpublishVolumeRequest unpublish;
   unpublish.set_target_path(root_ + "/pod");
   csi::v1::NodeUnpublishVolumeResponse unpublish_resp;
-  EXPECT_EQ(
-      daemon_->node().NodeUnpublishVolume(Ctx().get(), unpublish, &unpublish_resp).error_code(),
-      Code::INVALID_ARGUMENT);
+  EXPECT_EQ(daemon_->node()
+                .NodeUnpublishVolume(testbed::Ctx().get(), unpublish, &unpublish_resp)
+                .error_code(),
+            Code::INVALID_ARGUMENT);
   EXPECT_EQ(Unstage("", Staging("vol-p")).error_code(), Code::INVALID_ARGUMENT);
 
   EXPECT_TRUE(Unstage("vol-p", Staging("vol-p")).ok());
@@ -112,11 +113,11 @@ TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
   options.timeout = std::chrono::seconds(20);  // A second instance that started would hang here.
 
   auto same_state =
-      RunProcess({StagehandBinary(), "--csi-endpoint=unix://" + root_ + "/other.sock",
+      RunProcess({testbed::StagehandBinary(), "--csi-endpoint=unix://" + root_ + "/other.sock",
                   "--state-dir=" + daemon_->state_dir(), "--runtime-dir=" + daemon_->runtime_dir()},
                  options);
   auto same_socket =
-      RunProcess({StagehandBinary(), "--csi-endpoint=" + daemon_->endpoint(),
+      RunProcess({testbed::StagehandBinary(), "--csi-endpoint=" + daemon_->endpoint(),
                   "--state-dir=" + root_ + "/state2", "--runtime-dir=" + root_ + "/run2"},
                  options);
 
@@ -127,7 +128,7 @@ TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
   ASSERT_TRUE(same_socket.ok()) << same_socket.status();
   EXPECT_NE(same_socket->exit_code, 0);
   csi::v1::GetPluginInfoResponse info;
-  EXPECT_TRUE(daemon_->identity().GetPluginInfo(Ctx().get(), {}, &info).ok())
+  EXPECT_TRUE(daemon_->identity().GetPluginInfo(testbed::Ctx().get(), {}, &info).ok())
       << "the first instance keeps its socket";
   EXPECT_EQ(info.name(), "iscsi.stagehand.dev");
 }
@@ -137,7 +138,7 @@ TEST_F(ValidationTest, SecondInstanceOnTheSameStateOrSocketRefusesToStart) {
 TEST_F(ValidationTest, PublishNeverHidesDataNorNestsInAnotherVolume) {
   AddLun();
   const std::string file2 = root_ + "/lun2.img";
-  ASSERT_TRUE(MakeSparseFile(file2, 64ull << 20).ok());
+  ASSERT_TRUE(testbed::MakeSparseFile(file2, 64ull << 20).ok());
   ASSERT_TRUE(tgtd_->AddLun(tid_, 2, file2).ok());
   auto stage_b = StageRequest("vol-b");
   (*stage_b.mutable_volume_context())["lun"] = "2";
@@ -167,7 +168,7 @@ TEST_F(MaxVolumesTest, ConcurrentStagesNeverExceedTheLimit) {
   AddLun();
   for (int lun = 2; lun <= 3; ++lun) {
     const std::string file = root_ + "/lun" + std::to_string(lun) + ".img";
-    ASSERT_TRUE(MakeSparseFile(file, 64ull << 20).ok());
+    ASSERT_TRUE(testbed::MakeSparseFile(file, 64ull << 20).ok());
     ASSERT_TRUE(tgtd_->AddLun(tid_, lun, file).ok());
   }
   std::vector<csi::v1::NodeStageVolumeRequest> requests;

@@ -30,7 +30,7 @@
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
 #include "registration/registry.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/registration/fake_plugin.h"
 #include "tests/testing/dir_watch.h"
 #include "tests/testing/http_get.h"
@@ -77,11 +77,11 @@ const state::v1::RegisteredPlugin* FindPlugin(const state::v1::PluginRegistrySta
 class DaemonRegistrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!stagehand::testing::IntegrationEnabled()) {
+    if (!stagehand::testbed::IntegrationEnabled()) {
       GTEST_SKIP() << "integration tests need root and SH_INTEGRATION=1";
     }
-    root_ = stagehand::testing::MakeTempRoot();
-    second_root_ = stagehand::testing::MakeTempRoot();
+    root_ = stagehand::testbed::MakeTempRoot();
+    second_root_ = stagehand::testbed::MakeTempRoot();
   }
 
   void TearDown() override {
@@ -89,19 +89,19 @@ class DaemonRegistrationTest : public ::testing::Test {
     first_.reset();
     for (const auto& r : {root_, second_root_}) {
       if (!r.empty()) {
-        stagehand::testing::ForceCleanup(r);
+        stagehand::testbed::ForceCleanup(r);
       }
     }
   }
 
   std::string root_;
   std::string second_root_;
-  std::unique_ptr<stagehand::testing::StagehandDaemon> first_;
-  std::unique_ptr<stagehand::testing::StagehandDaemon> second_;
+  std::unique_ptr<stagehand::testbed::StagehandDaemon> first_;
+  std::unique_ptr<stagehand::testbed::StagehandDaemon> second_;
 };
 
 TEST_F(DaemonRegistrationTest, StandaloneDaemonFindsItsOwnDriverThroughItsRegistrationSocket) {
-  first_ = std::make_unique<stagehand::testing::StagehandDaemon>(
+  first_ = std::make_unique<stagehand::testbed::StagehandDaemon>(
       root_, std::vector<std::string>{"--plugin-probe-period=0.2"});
   ASSERT_THAT(first_->Start(), IsOk());
   const std::string plugins = first_->state_dir() + "/plugins.json";
@@ -129,13 +129,13 @@ TEST_F(DaemonRegistrationTest, StandaloneDaemonFindsItsOwnDriverThroughItsRegist
 }
 
 TEST_F(DaemonRegistrationTest, ASecondDriverIsRegisteredAndDeregisteredAsItsSocketComesAndGoes) {
-  first_ = std::make_unique<stagehand::testing::StagehandDaemon>(
+  first_ = std::make_unique<stagehand::testbed::StagehandDaemon>(
       root_, std::vector<std::string>{"--plugin-probe-period=0.2"});
   ASSERT_THAT(first_->Start(), IsOk());
   const std::string registry_dir = first_->state_dir() + "/plugins_registry";
   const std::string plugins = first_->state_dir() + "/plugins.json";
   auto make_second = [&] {
-    return std::make_unique<stagehand::testing::StagehandDaemon>(
+    return std::make_unique<stagehand::testbed::StagehandDaemon>(
         second_root_,
         std::vector<std::string>{"--driver-name=second.stagehand.dev",
                                  "--registration-dir=" + registry_dir, "--no-watch-plugins"});
@@ -245,7 +245,7 @@ class CreationWatch {
 TEST_F(DaemonRegistrationTest, KubernetesModeRegistrarAnswersTheKubeletAndRecreatesOnRejection) {
   const std::string kubelet_path = "/var/lib/kubelet/plugins/iscsi.stagehand.dev/csi.sock";
   const std::string registry_dir = root_ + "/kreg";
-  first_ = std::make_unique<stagehand::testing::StagehandDaemon>(
+  first_ = std::make_unique<stagehand::testbed::StagehandDaemon>(
       root_, std::vector<std::string>{"--mode=kubernetes", "--registration-dir=" + registry_dir,
                                       "--kubelet-registration-path=" + kubelet_path});
   ASSERT_THAT(first_->Start(), IsOk());

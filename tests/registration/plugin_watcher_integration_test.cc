@@ -30,7 +30,7 @@
 #include "registration/plugin_watcher.h"
 #include "registration/registrar.h"
 #include "registration/registry.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/registration/fake_plugin.h"
 #include "tests/testing/dir_watch.h"
 #include "tests/testing/status_matchers.h"
@@ -88,10 +88,10 @@ const RegistrationAttempt* Pending(const state::v1::PluginRegistryStatus& status
 class PluginWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!stagehand::testing::IntegrationEnabled()) {
+    if (!stagehand::testbed::IntegrationEnabled()) {
       GTEST_SKIP() << "integration tests need root and SH_INTEGRATION=1";
     }
-    root_ = stagehand::testing::MakeTempRoot();
+    root_ = stagehand::testbed::MakeTempRoot();
     registry_dir_ = root_ + "/reg";
     ASSERT_THAT(MakeDirs(registry_dir_, 0700), IsOk());
   }
@@ -99,7 +99,7 @@ class PluginWatcherTest : public ::testing::Test {
   void TearDown() override {
     watcher_.reset();
     if (!root_.empty()) {
-      stagehand::testing::ForceCleanup(root_);
+      stagehand::testbed::ForceCleanup(root_);
     }
   }
 

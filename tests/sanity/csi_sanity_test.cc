@@ -19,8 +19,8 @@
 
 #include "base/file_io.h"
 #include "base/subprocess.h"
-#include "tests/integration/cluster.h"
-#include "tests/integration/tgtd.h"
+#include "testbed/stagehand_daemon.h"
+#include "testbed/tgtd.h"
 #include "tests/sanity/sanity_plugin.h"
 
 namespace stagehand::testing {
@@ -64,16 +64,16 @@ bool Contains(const std::string& s, const std::string& part) {
 class CsiSanityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!IntegrationEnabled()) {
+    if (!testbed::IntegrationEnabled()) {
       GTEST_SKIP() << "integration test: needs root and SH_INTEGRATION=1";
     }
     ASSERT_EQ(access(CsiSanityBinary().c_str(), X_OK), 0)
         << "csi-sanity not found at " << CsiSanityBinary() << "; run scripts/install-test-tools";
-    root_ = MakeTempRoot();
+    root_ = testbed::MakeTempRoot();
     ASSERT_FALSE(root_.empty());
     ASSERT_TRUE(MakeDirs(root_ + "/luns", 0755).ok());
     ASSERT_TRUE(tgtd_.Start().ok());
-    daemon_ = std::make_unique<StagehandDaemon>(root_);
+    daemon_ = std::make_unique<testbed::StagehandDaemon>(root_);
     auto s = daemon_->Start();
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -86,9 +86,9 @@ class CsiSanityTest : public ::testing::Test {
     if (daemon_ != nullptr) {
       EXPECT_EQ(daemon_->Stop(), 0);
     }
-    EXPECT_THAT(Leftovers(root_), IsEmpty());
-    EXPECT_THAT(RunningSessionProcesses(), IsEmpty());
-    ForceCleanup(root_);
+    EXPECT_THAT(testbed::Leftovers(root_), IsEmpty());
+    EXPECT_THAT(testbed::RunningSessionProcesses(), IsEmpty());
+    testbed::ForceCleanup(root_);
   }
 
   // Runs csi-sanity with `flags` after the common ones; returns its JUnit report's specs.
@@ -119,9 +119,9 @@ class CsiSanityTest : public ::testing::Test {
     return specs;
   }
 
-  Tgtd tgtd_;
+  testbed::Tgtd tgtd_;
   std::string root_;
-  std::unique_ptr<StagehandDaemon> daemon_;
+  std::unique_ptr<testbed::StagehandDaemon> daemon_;
   std::unique_ptr<SanityPlugin> plugin_;
 };
 

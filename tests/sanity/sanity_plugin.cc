@@ -10,7 +10,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "proto/csi.grpc.pb.h"
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 #include "tests/sanity/csi_controller.grpc.pb.h"
 
 namespace stagehand::testing {
@@ -109,7 +109,7 @@ class SanityPlugin::Impl final : public csi::v1::Controller::Service,
     v.bytes = bytes;
     v.file = absl::StrCat(options_.lun_dir, "/lun-", v.tid, ".img");
     const std::string iqn = absl::StrCat("iqn.2026-12.dev.stagehand.sanity:", v.tid);
-    if (auto s = MakeSparseFile(v.file, static_cast<uint64_t>(bytes)); !s.ok()) {
+    if (auto s = testbed::MakeSparseFile(v.file, static_cast<uint64_t>(bytes)); !s.ok()) {
       return Internal(s);
     }
     if (auto s = options_.tgtd->AddTarget(v.tid, iqn); !s.ok()) {

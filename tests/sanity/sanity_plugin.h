@@ -21,15 +21,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include "base/status.h"
-#include "tests/integration/tgtd.h"
+#include "testbed/tgtd.h"
 
 namespace stagehand::testing {
 
 struct SanityPluginOptions {
-  Tgtd* tgtd = nullptr;       // Must outlive the plugin.
-  std::string lun_dir;        // Backing files of the LUNs it creates.
-  std::string node_endpoint;  // stagehand's CSI socket, "unix:///...".
-  int first_tid = 100;        // Target ids handed out from here on.
+  testbed::Tgtd* tgtd = nullptr;  // Must outlive the plugin.
+  std::string lun_dir;            // Backing files of the LUNs it creates.
+  std::string node_endpoint;      // stagehand's CSI socket, "unix:///...".
+  int first_tid = 100;            // Target ids handed out from here on.
 };
 
 class SanityPlugin {

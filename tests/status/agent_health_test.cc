@@ -103,14 +103,12 @@ TEST(AgentHealthTest, KubernetesModeIsReadyOnceTheKubeletRegisteredTheDriver) {
   testing::TempDir dir;
   registration::RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
   record.Initial(registration::RegistrarStatus{});
-  AgentHealth health({.driver_name = "x.dev",
-                      .registrar = &record,
-                      .driver_volume_problems =
-                          [] {
-                            return std::vector<std::string>{
-                                "volume 'v1' is abnormal: SessionGone"};
-                          },
-                      .manifest_problem = nullptr});
+  AgentHealth health(
+      {.driver_name = "x.dev",
+       .registrar = &record,
+       .driver_volume_problems =
+           [] { return std::vector<std::string>{"volume 'v1' is abnormal: SessionGone"}; },
+       .manifest_problem = nullptr});
   EXPECT_EQ(health.Ready().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("has not registered"));
   record.Update(Notified(false, "bad socket"));

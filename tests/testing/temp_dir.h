@@ -3,7 +3,7 @@
 // A fresh directory under /tmp for one test, removed with everything in it when the object
 // goes. Short paths on purpose: unix socket paths made in it must fit sockaddr_un's 108 bytes.
 // Not for directories that may hold mounts (removal would descend into them): the integration
-// fixtures unmount first (tests/integration/cluster.h, tests/mounter/loop_device_fixture.h).
+// fixtures unmount first (testbed/stagehand_daemon.h, tests/mounter/loop_device_fixture.h).
 
 #include <stdlib.h>
 

@@ -297,8 +297,9 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
         }
       }
       if (auto s = DetachLocked(ours, *watch); !s.ok()) {
-        Log(kComponent).error("volume '{}': cleanup after a failed kernel attach failed: {}",
-                    request.volume_id, s);
+        Log(kComponent)
+            .error("volume '{}': cleanup after a failed kernel attach failed: {}",
+                   request.volume_id, s);
       }
     }
   };
@@ -350,8 +351,9 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
                        iscsi::FromProto(rec.paths(0).portal()).ToString(), ": ", same.message()));
     }
     disks.push_back(disk);
-    Log(kComponent).info("volume '{}': LUN {} of {} at {} is {} ({})", request.volume_id, target.lun,
-               target.iqn, portal.ToString(), DevNode(disk), iscsi::DescribeIdentity(id));
+    Log(kComponent)
+        .info("volume '{}': LUN {} of {} at {} is {} ({})", request.volume_id, target.lun,
+              target.iqn, portal.ToString(), DevNode(disk), iscsi::DescribeIdentity(id));
   }
   std::string top = disks.front();
   rec.set_device(DevNode(top));
@@ -360,8 +362,9 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
     rec.set_multipath_map(map.name);
     top = map.block;
     rec.set_device(absl::StrCat(options_.dev_dir, "/mapper/", map.name));
-    Log(kComponent).info("volume '{}': dm-multipath map {} ({}) over {}", request.volume_id, map.name,
-               map.block, absl::StrJoin(disks, ", "));
+    Log(kComponent)
+        .info("volume '{}': dm-multipath map {} ({}) over {}", request.volume_id, map.name,
+              map.block, absl::StrJoin(disks, ", "));
   }
   SH_ASSIGN_OR_RETURN(a.capacity, sysfs_.Capacity(top));
   a.device = rec.device();

@@ -157,8 +157,9 @@ absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& s
       // disk): nothing can hold it, and left alone it would keep the session logged in.
       SH_RETURN_IF_ERROR(sysfs_.DeleteScsiDevice(d->hctl));
       SH_RETURN_IF_ERROR(wait_gone(d->hctl));
-      Log(kComponent).info("deleted SCSI device {} (LUN {} of {} at {}; it had no block device)", d->hctl,
-                 path.lun(), path.iqn(), p);
+      Log(kComponent)
+          .info("deleted SCSI device {} (LUN {} of {} at {}; it had no block device)", d->hctl,
+                path.lun(), path.iqn(), p);
     }
     const std::vector<ScsiDisk> others = sysfs_.SessionDisks(*s);
     if (!others.empty()) {
@@ -166,8 +167,9 @@ absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& s
       for (const ScsiDisk& o : others) {
         names.push_back(absl::StrCat(o.hctl, o.disk.empty() ? "" : " ", o.disk));
       }
-      Log(kComponent).info("session {} to {} at {} stays logged in: in use by {}", s->sid, path.iqn(), p,
-                 absl::StrJoin(names, ", "));
+      Log(kComponent)
+          .info("session {} to {} at {} stays logged in: in use by {}", s->sid, path.iqn(), p,
+                absl::StrJoin(names, ", "));
       return absl::OkStatus();
     }
     SH_ASSIGN_OR_RETURN(ProcessResult out,
@@ -183,8 +185,9 @@ absl::Status KernelTransport::RemovePath(const state::v1::KernelSessionRecord& s
       ProcessResult del,
       Run({"iscsiadm", "-m", "node", "-o", "delete", "-T", path.iqn(), "-p", p}, kToolTimeout));
   if (del.exit_code != 0 && del.exit_code != kIscsiErrNoObjectsFound) {
-    Log(kComponent).warn("cannot delete the node record of {} at {}: {}", path.iqn(), p,
-               IscsiadmStatus(del, "delete the node record"));
+    Log(kComponent)
+        .warn("cannot delete the node record of {} at {}: {}", path.iqn(), p,
+              IscsiadmStatus(del, "delete the node record"));
   }
   return absl::OkStatus();
 }

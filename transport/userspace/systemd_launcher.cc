@@ -92,8 +92,9 @@ absl::StatusOr<std::unique_ptr<transport::userspace::SessionLauncher>> MakeSessi
   if (systemd.ok() || choice == "systemd") {
     return systemd;
   }
-  Log(kComponent).info("no systemd answers on {} ({}); session processes run as detached children",
-             options.bus_address, std::string(systemd.status().message()));
+  Log(kComponent)
+      .info("no systemd answers on {} ({}); session processes run as detached children",
+            options.bus_address, std::string(systemd.status().message()));
   return transport::userspace::MakeDetachedLauncher();
 }
 

@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 
-namespace stagehand::testing {
+namespace stagehand::testbed {
 
 class Tgtd {
  public:
@@ -66,4 +66,4 @@ class Tgtd {
 // A free TCP port on 127.0.0.1 (bound and released; a small race is acceptable in tests).
 uint16_t FreeTcpPort();
 
-}  // namespace stagehand::testing
+}  // namespace stagehand::testbed

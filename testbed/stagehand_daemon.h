@@ -15,7 +15,7 @@
 #include "base/status.h"
 #include "proto/csi.grpc.pb.h"
 
-namespace stagehand::testing {
+namespace stagehand::testbed {
 
 // True when integration tests may run: root and SH_INTEGRATION=1.
 bool IntegrationEnabled();
@@ -115,4 +115,4 @@ std::string StagehandBinary();
 // A deadline-bounded client context.
 std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 60);
 
-}  // namespace stagehand::testing
+}  // namespace stagehand::testbed

@@ -1,4 +1,4 @@
-#include "tests/integration/tgtd.h"
+#include "testbed/tgtd.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include "base/subprocess.h"
 #include "base/unique_fd.h"
 
-namespace stagehand::testing {
+namespace stagehand::testbed {
 namespace {
 
 constexpr char kTgtdRunDir[] = "/var/run/tgtd";
@@ -222,4 +222,4 @@ absl::Status Tgtd::Tune(int tid) {
   return absl::OkStatus();
 }
 
-}  // namespace stagehand::testing
+}  // namespace stagehand::testbed

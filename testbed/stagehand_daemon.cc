@@ -1,4 +1,4 @@
-#include "tests/integration/cluster.h"
+#include "testbed/stagehand_daemon.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include "proto/state.pb.h"
 #include "transport/userspace/loop_device.h"
 
-namespace stagehand::testing {
+namespace stagehand::testbed {
 namespace {
 
 std::vector<std::string> MountsUnder(const std::string& root) {
@@ -384,4 +384,4 @@ int WriteBlockDirect(const std::string& device, off_t offset, char fill) {
   return err;
 }
 
-}  // namespace stagehand::testing
+}  // namespace stagehand::testbed
