@@ -1,5 +1,11 @@
 #include "base/process.h"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -8,6 +14,7 @@
 #include <absl/strings/str_split.h>
 
 #include "base/file_io.h"
+#include "base/unique_fd.h"
 
 namespace stagehand {
 
@@ -50,6 +57,34 @@ char ProcessState(int pid) {
 
 bool IsSameProcessAlive(int pid, uint64_t start_time) {
   return pid > 0 && start_time != 0 && ProcessStartTime(pid) == start_time;
+}
+
+int PidfdOpen(int pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+bool WaitForExit(int pid, std::chrono::milliseconds timeout) {
+  UniqueFd pidfd(PidfdOpen(pid));
+  if (!pidfd) {
+    return errno == ESRCH;
+  }
+  pollfd pfd{pidfd.Get(), POLLIN, 0};
+  int n = 0;
+  do {
+    n = poll(&pfd, 1, static_cast<int>(timeout.count()));
+  } while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+void KillAndWait(int pid, uint64_t start_time, std::chrono::seconds timeout) {
+  if (pid <= 0 || !IsSameProcessAlive(pid, start_time)) {
+    return;
+  }
+  kill(pid, SIGTERM);
+  if (!WaitForExit(pid, timeout)) {
+    kill(pid, SIGKILL);
+    (void)WaitForExit(pid, std::chrono::seconds(5));
+  }
 }
 
 }  // namespace stagehand

@@ -3,6 +3,7 @@
 // Identifying a process across pid reuse: a pid plus its start time (field 22 of
 // /proc/<pid>/stat, clock ticks since boot) names one process for good.
 
+#include <chrono>
 #include <cstdint>
 
 namespace stagehand {
@@ -17,5 +18,15 @@ bool IsSameProcessAlive(int pid, uint64_t start_time);
 // uninterruptible sleep, 'T' stopped by a signal, 't' stopped by a tracer, 'Z' zombie, ...), or
 // '\0' when it does not exist. Reads only procfs: it never waits on the process.
 char ProcessState(int pid);
+
+// A pidfd of `pid` (pidfd_open), or -1 with errno set (ESRCH: no such process).
+int PidfdOpen(int pid);
+
+// Waits up to `timeout` for `pid` to exit. True if it did (or never existed).
+bool WaitForExit(int pid, std::chrono::milliseconds timeout);
+
+// SIGTERM to the process `pid` started at `start_time` (nothing when it is not alive), then
+// SIGKILL if it has not exited after `timeout`; returns once it is gone (at most 5 s more).
+void KillAndWait(int pid, uint64_t start_time, std::chrono::seconds timeout);
 
 }  // namespace stagehand

@@ -191,6 +191,120 @@ std::unique_ptr<stagehand::agent::v1::Agent::Stub> AgentStub(const std::string& 
       "unix:" + root + "/run/agent.sock", grpc::InsecureChannelCredentials(), args));
 }
 
+// The same 2N calls as the agent makes, one after another, from a plain client; the stages and
+// publishes are undone afterwards. Returns the seconds they took.
+double MeasureBaseline(const std::string& root, int volumes) {
+  auto node = csi::v1::Node::NewStub(
+      grpc::CreateChannel("unix:" + root + "/drv/csi.sock", grpc::InsecureChannelCredentials()));
+  const auto start = Clock::now();
+  for (int i = 0; i < volumes; ++i) {
+    const std::string base = root + "/base/" + std::to_string(i);
+    csi::v1::NodeStageVolumeRequest stage;
+    stage.set_volume_id(std::to_string(i));
+    stage.set_staging_target_path(base + "/g");
+    csi::v1::NodeStageVolumeResponse staged;
+    grpc::ClientContext c1;
+    (void)node->NodeStageVolume(&c1, stage, &staged);
+    csi::v1::NodePublishVolumeRequest publish;
+    publish.set_volume_id(std::to_string(i));
+    publish.set_staging_target_path(base + "/g");
+    publish.set_target_path(base + "/t");
+    csi::v1::NodePublishVolumeResponse published;
+    grpc::ClientContext c2;
+    (void)node->NodePublishVolume(&c2, publish, &published);
+  }
+  const double baseline = Seconds(Clock::now() - start);
+  for (int i = 0; i < volumes; ++i) {
+    const std::string base = root + "/base/" + std::to_string(i);
+    umount2((base + "/t").c_str(), 0);
+    umount2((base + "/g").c_str(), 0);
+  }
+  return baseline;
+}
+
+// Declares `volumes` volumes and prints how long the agent took to publish them all.
+void MeasureConverge(const std::string& root, stagehand::agent::v1::Agent::Stub& agent, int volumes,
+                     double baseline) {
+  const auto declared = Clock::now();
+  for (int i = 0; i < volumes; ++i) {
+    const std::string name = "v" + std::to_string(i);
+    const std::string yaml = "name: " + name + "\ndriver: mem.bench.dev\nvolumeHandle: " + name +
+                             "\ncapability:\n  mount: {}\npublish:\n  - targetPath: " + root +
+                             "/t/" + name + "\n";
+    (void)stagehand::WriteFileAtomically(root + "/m/" + name + ".yaml", yaml, 0644);
+  }
+  const bool converged = WaitPublished(agent, volumes);
+  const double converge = Seconds(Clock::now() - declared);
+  std::printf(
+      "converge: %d declared volumes -> all published: %.2f s (%s), ratio to baseline "
+      "%.2f (aim: under 2 s)\n",
+      volumes, converge, converged ? "ok" : "NOT CONVERGED", converge / baseline);
+}
+
+// Prints the agent's CPU over `idle_seconds` of doing nothing, its memory and threads.
+void MeasureIdle(pid_t agent, int volumes, int idle_seconds) {
+  const long hz = sysconf(_SC_CLK_TCK);
+  const uint64_t before = stagehand::bench::CpuTicks(agent);
+  std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));  // Measuring idleness.
+  const double cpu =
+      static_cast<double>(stagehand::bench::CpuTicks(agent) - before) / static_cast<double>(hz);
+  std::printf("idle: %.3f s CPU in %d s = %.3f %% (aim: under 0.5 %%)\n", cpu, idle_seconds,
+              100.0 * cpu / idle_seconds);
+  std::printf(
+      "rss: %.1f MB (%.1f MB anonymous) and %ld threads with %d volumes (aims: under 25 "
+      "MB, at most 8 threads)\n",
+      stagehand::bench::StatusField(agent, "VmRSS") / 1024.0,
+      stagehand::bench::StatusField(agent, "RssAnon") / 1024.0,
+      stagehand::bench::StatusField(agent, "Threads"), volumes);
+}
+
+// Removes every manifest and prints what the agent has left once it has torn them down.
+void TearDownThroughTheAgent(const std::string& root, stagehand::agent::v1::Agent::Stub& agent,
+                             int volumes) {
+  for (int i = 0; i < volumes; ++i) {
+    unlink((root + "/m/v" + std::to_string(i) + ".yaml").c_str());
+  }
+  (void)WaitPublished(agent, 0, /*empty=*/true);
+  grpc::ClientContext context;
+  stagehand::agent::v1::ListVolumesRequest request;
+  stagehand::agent::v1::ListVolumesResponse response;
+  (void)agent.ListVolumes(&context, request, &response);
+  std::printf("teardown: %d volumes left\n", response.volumes_size());
+}
+
+// The benchmark against a running in-memory driver; 1 when the agent did not start.
+int RunBenchmark(const std::string& root, MemoryDriver& driver, int volumes, int idle_seconds) {
+  const double baseline = MeasureBaseline(root, volumes);
+  std::printf("baseline: %d stage+publish calls in sequence: %.2f s\n", volumes, baseline);
+  driver.calls = 0;
+
+  pid_t agent = StartAgent(root);
+  auto stub = AgentStub(root);
+  if (!WaitPublished(*stub, 0)) {
+    std::cerr << "agent did not become ready; see " << root << "/agent.log\n";
+    Stop(agent, SIGKILL);
+    return 1;
+  }
+  MeasureConverge(root, *stub, volumes, baseline);
+  MeasureIdle(agent, volumes, idle_seconds);
+
+  Stop(agent, SIGTERM);
+  const uint64_t calls_before = driver.calls.load();
+  const auto restart = Clock::now();
+  agent = StartAgent(root);
+  stub = AgentStub(root);
+  const bool ready = WaitPublished(*stub, volumes);
+  std::printf(
+      "restart: ready with %d published volumes in %.2f s (%s), Node* calls made: %llu "
+      "(aims: under 1 s, 0 calls)\n",
+      volumes, Seconds(Clock::now() - restart), ready ? "ok" : "NOT READY",
+      static_cast<unsigned long long>(driver.calls.load() - calls_before));
+
+  TearDownThroughTheAgent(root, *stub, volumes);
+  Stop(agent, SIGTERM);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,100 +343,10 @@ int main(int argc, char** argv) {
     std::cerr << "cannot start the in-memory driver\n";
     return 1;
   }
-
-  // Baseline: the same 2N calls, one after another, from a plain client.
-  {
-    auto node = csi::v1::Node::NewStub(
-        grpc::CreateChannel("unix:" + root + "/drv/csi.sock", grpc::InsecureChannelCredentials()));
-    const auto start = Clock::now();
-    for (int i = 0; i < volumes; ++i) {
-      const std::string base = root + "/base/" + std::to_string(i);
-      csi::v1::NodeStageVolumeRequest stage;
-      stage.set_volume_id(std::to_string(i));
-      stage.set_staging_target_path(base + "/g");
-      csi::v1::NodeStageVolumeResponse staged;
-      grpc::ClientContext c1;
-      (void)node->NodeStageVolume(&c1, stage, &staged);
-      csi::v1::NodePublishVolumeRequest publish;
-      publish.set_volume_id(std::to_string(i));
-      publish.set_staging_target_path(base + "/g");
-      publish.set_target_path(base + "/t");
-      csi::v1::NodePublishVolumeResponse published;
-      grpc::ClientContext c2;
-      (void)node->NodePublishVolume(&c2, publish, &published);
-    }
-    const double baseline = Seconds(Clock::now() - start);
-    for (int i = 0; i < volumes; ++i) {
-      const std::string base = root + "/base/" + std::to_string(i);
-      umount2((base + "/t").c_str(), 0);
-      umount2((base + "/g").c_str(), 0);
-    }
-    std::printf("baseline: %d stage+publish calls in sequence: %.2f s\n", volumes, baseline);
-    driver.calls = 0;
-
-    pid_t agent = StartAgent(root);
-    auto stub = AgentStub(root);
-    if (!WaitPublished(*stub, 0)) {
-      std::cerr << "agent did not become ready; see " << root << "/agent.log\n";
-      Stop(agent, SIGKILL);
-      return 1;
-    }
-    const auto declared = Clock::now();
-    for (int i = 0; i < volumes; ++i) {
-      const std::string name = "v" + std::to_string(i);
-      const std::string yaml = "name: " + name + "\ndriver: mem.bench.dev\nvolumeHandle: " + name +
-                               "\ncapability:\n  mount: {}\npublish:\n  - targetPath: " + root +
-                               "/t/" + name + "\n";
-      (void)stagehand::WriteFileAtomically(root + "/m/" + name + ".yaml", yaml, 0644);
-    }
-    const bool converged = WaitPublished(*stub, volumes);
-    const double converge = Seconds(Clock::now() - declared);
-    std::printf(
-        "converge: %d declared volumes -> all published: %.2f s (%s), ratio to baseline "
-        "%.2f (aim: under 2 s)\n",
-        volumes, converge, converged ? "ok" : "NOT CONVERGED", converge / baseline);
-
-    const long hz = sysconf(_SC_CLK_TCK);
-    const uint64_t before = stagehand::bench::CpuTicks(agent);
-    std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));  // Measuring idleness.
-    const double cpu =
-        static_cast<double>(stagehand::bench::CpuTicks(agent) - before) / static_cast<double>(hz);
-    std::printf("idle: %.3f s CPU in %d s = %.3f %% (aim: under 0.5 %%)\n", cpu, idle_seconds,
-                100.0 * cpu / idle_seconds);
-    std::printf(
-        "rss: %.1f MB (%.1f MB anonymous) and %ld threads with %d volumes (aims: under 25 "
-        "MB, at most 8 threads)\n",
-        stagehand::bench::StatusField(agent, "VmRSS") / 1024.0,
-        stagehand::bench::StatusField(agent, "RssAnon") / 1024.0,
-        stagehand::bench::StatusField(agent, "Threads"), volumes);
-
-    Stop(agent, SIGTERM);
-    const uint64_t calls_before = driver.calls.load();
-    const auto restart = Clock::now();
-    agent = StartAgent(root);
-    stub = AgentStub(root);
-    const bool ready = WaitPublished(*stub, volumes);
-    std::printf(
-        "restart: ready with %d published volumes in %.2f s (%s), Node* calls made: %llu "
-        "(aims: under 1 s, 0 calls)\n",
-        volumes, Seconds(Clock::now() - restart), ready ? "ok" : "NOT READY",
-        static_cast<unsigned long long>(driver.calls.load() - calls_before));
-
-    // Tear down through the agent: remove every manifest.
-    for (int i = 0; i < volumes; ++i) {
-      unlink((root + "/m/v" + std::to_string(i) + ".yaml").c_str());
-    }
-    (void)WaitPublished(*stub, 0, /*empty=*/true);
-    grpc::ClientContext context;
-    stagehand::agent::v1::ListVolumesRequest request;
-    stagehand::agent::v1::ListVolumesResponse response;
-    (void)stub->ListVolumes(&context, request, &response);
-    std::printf("teardown: %d volumes left\n", response.volumes_size());
-    Stop(agent, SIGTERM);
-  }
+  const int result = RunBenchmark(root, driver, volumes, idle_seconds);
   registrar->reset();
   server->Shutdown();
   umount2((root + "/src").c_str(), 0);
   (void)stagehand::RunProcess({"rm", "-rf", "--one-file-system", root});
-  return 0;
+  return result;
 }

@@ -282,6 +282,32 @@ void Print(const char* what, const Figures& f) {
       quiet > 0 ? stall / quiet : 0);
 }
 
+// Stages and publishes the benchmark's volume on `tgtd`'s LUN 1 through `daemon`; returns the
+// publish request (its target path is where the application writes).
+csi::v1::NodePublishVolumeRequest StageAndPublish(testbed::StagehandDaemon& daemon,
+                                                  const testbed::Tgtd& tgtd,
+                                                  const std::string& root) {
+  csi::v1::NodeStageVolumeRequest stage;
+  stage.set_volume_id("succession");
+  stage.set_staging_target_path(root + "/stage");
+  stage.mutable_volume_capability()->mutable_mount()->set_fs_type("ext4");
+  stage.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+  (*stage.mutable_volume_context())["targetPortal"] = tgtd.portal();
+  (*stage.mutable_volume_context())["iqn"] = "iqn.2026-12.dev.stagehand:succession";
+  (*stage.mutable_volume_context())["lun"] = "1";
+  csi::v1::NodePublishVolumeRequest publish;
+  publish.set_volume_id(stage.volume_id());
+  publish.set_staging_target_path(stage.staging_target_path());
+  publish.set_target_path(root + "/pod");
+  *publish.mutable_volume_capability() = stage.volume_capability();
+  csi::v1::NodeStageVolumeResponse r1;
+  csi::v1::NodePublishVolumeResponse r2;
+  Check(daemon.node().NodeStageVolume(testbed::Ctx().get(), stage, &r1), "stage");
+  Check(daemon.node().NodePublishVolume(testbed::Ctx().get(), publish, &r2), "publish");
+  return publish;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -310,27 +336,7 @@ int main(int argc, char** argv) {
   Check(tgtd.AddLun(1, 1, lun), "lun");
   testbed::StagehandDaemon daemon(root, {"--no-watch-plugins", "--session-binary=" + current});
   Check(daemon.Start(), "start stagehand");
-
-  csi::v1::NodeStageVolumeRequest stage;
-  stage.set_volume_id("succession");
-  stage.set_staging_target_path(root + "/stage");
-  stage.mutable_volume_capability()->mutable_mount()->set_fs_type("ext4");
-  stage.mutable_volume_capability()->mutable_access_mode()->set_mode(
-      csi::v1::VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
-  (*stage.mutable_volume_context())["targetPortal"] = tgtd.portal();
-  (*stage.mutable_volume_context())["iqn"] = "iqn.2026-12.dev.stagehand:succession";
-  (*stage.mutable_volume_context())["lun"] = "1";
-  csi::v1::NodePublishVolumeRequest publish;
-  publish.set_volume_id(stage.volume_id());
-  publish.set_staging_target_path(stage.staging_target_path());
-  publish.set_target_path(root + "/pod");
-  *publish.mutable_volume_capability() = stage.volume_capability();
-  {
-    csi::v1::NodeStageVolumeResponse r1;
-    csi::v1::NodePublishVolumeResponse r2;
-    Check(daemon.node().NodeStageVolume(testbed::Ctx().get(), stage, &r1), "stage");
-    Check(daemon.node().NodePublishVolume(testbed::Ctx().get(), publish, &r2), "publish");
-  }
+  const csi::v1::NodePublishVolumeRequest publish = StageAndPublish(daemon, tgtd, root);
   Volume volume(daemon.runtime_dir());
 
   Figures kills, upgrades;
@@ -371,11 +377,11 @@ int main(int argc, char** argv) {
   }
 
   csi::v1::NodeUnpublishVolumeRequest unpublish;
-  unpublish.set_volume_id(stage.volume_id());
+  unpublish.set_volume_id(publish.volume_id());
   unpublish.set_target_path(publish.target_path());
   csi::v1::NodeUnstageVolumeRequest unstage;
-  unstage.set_volume_id(stage.volume_id());
-  unstage.set_staging_target_path(stage.staging_target_path());
+  unstage.set_volume_id(publish.volume_id());
+  unstage.set_staging_target_path(publish.staging_target_path());
   csi::v1::NodeUnpublishVolumeResponse r3;
   csi::v1::NodeUnstageVolumeResponse r4;
   Check(daemon.node().NodeUnpublishVolume(testbed::Ctx().get(), unpublish, &r3), "unpublish");

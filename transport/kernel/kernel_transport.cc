@@ -271,6 +271,29 @@ void KernelTransport::Prepare(const AttachRequest& request, state::v1::SessionRe
   }
 }
 
+namespace {
+
+// The identity `id` of the first path's disk, vetted by the caller (it may be another volume's
+// LUN) and checked against what the volume expects. `so_far` is the record with that path.
+absl::Status VetFirstPath(const AttachRequest& request, const iscsi::TargetSpec& target,
+                          const state::v1::SessionRecord& so_far, const iscsi::LunIdentity& id) {
+  if (request.vet_identity) {
+    // What Detach needs should the attach stop here: this path, the portals not logged in yet
+    // (as Prepare records them), and the identity.
+    state::v1::SessionRecord record = so_far;
+    for (size_t i = 1; i < target.portals.size(); ++i) {
+      state::v1::KernelPath* next = record.mutable_kernel()->add_paths();
+      iscsi::ToProto(target.portals[i], next->mutable_portal());
+      next->set_iqn(target.iqn);
+      next->set_lun(target.lun);
+    }
+    SH_RETURN_IF_ERROR(request.vet_identity(id, record));
+  }
+  return iscsi::CheckExpectedIdentity(id, target.expected_wwn, target.expected_serial);
+}
+
+}  // namespace
+
 absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request) {
   const auto* spec = std::get_if<iscsi::TargetSpec>(&request.target);
   if (spec == nullptr) {
@@ -330,21 +353,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
       a.identity = id;
       iscsi::ToProto(id,
                      rec.mutable_identity());  // Before any check: cleanup deletes only this LUN.
-      if (request.vet_identity) {
-        // What Detach needs should the attach stop here: this path, the portals not logged in
-        // yet (as Prepare records them), and the identity.
-        state::v1::SessionRecord so_far = a.session;
-        for (size_t i = 1; i < target.portals.size(); ++i) {
-          state::v1::KernelPath* next = so_far.mutable_kernel()->add_paths();
-          iscsi::ToProto(target.portals[i], next->mutable_portal());
-          next->set_iqn(target.iqn);
-          next->set_lun(target.lun);
-        }
-        // First: it may be another volume's LUN.
-        SH_RETURN_IF_ERROR(request.vet_identity(id, so_far));
-      }
-      SH_RETURN_IF_ERROR(
-          iscsi::CheckExpectedIdentity(id, target.expected_wwn, target.expected_serial));
+      SH_RETURN_IF_ERROR(VetFirstPath(request, target, a.session, id));
     } else if (auto same = iscsi::CheckSameLun(first, id); !same.ok()) {
       return absl::FailedPreconditionError(
           absl::StrCat("portal ", portal.ToString(), " leads to another LUN than ",

@@ -31,6 +31,7 @@
 #include "iscsi/state_conversions.h"
 #include "session/protocol.h"
 #include "transport/userspace/loop_device.h"
+#include "transport/userspace/session_worker.h"
 
 namespace stagehand::transport::userspace {
 namespace {
@@ -40,73 +41,10 @@ using state::v1::SessionRecord;
 using Record = state::v1::UserspaceSessionRecord;
 using state::v1::SessionStatus;
 
-// The process serving a session now: the one its status file names (a successor writes its own
-// pid there when it takes over), else the one recorded at attach. pid 0 when none runs.
-struct Worker {
-  int pid = 0;
-  uint64_t start_time = 0;
-  std::optional<SessionStatus> status;  // The status file, when readable.
-};
-
-Worker CurrentWorker(const Record& session) {
-  Worker w;
-  if (auto status = session::ReadStatus(session.runtime_dir()); status.ok()) {
-    w.status = std::move(*status);
-  }
-  if (w.status && w.status->pid() > 0 && w.status->start_time() != 0 &&
-      IsSameProcessAlive(w.status->pid(), w.status->start_time())) {
-    w.pid = w.status->pid();
-    w.start_time = w.status->start_time();
-  } else if (session.pid() > 0 && IsSameProcessAlive(session.pid(), session.start_time())) {
-    w.pid = session.pid();
-    w.start_time = session.start_time();
-  }
-  return w;
-}
-
-// `session` with the supervisor the status file names: the last process to serve wrote it (a
-// successor of an upgrade whose record was not saved yet, after a crash of the agent, runs
-// under another unit or keeper than the record says).
-Record WithCurrentSupervisor(Record session, const std::optional<SessionStatus>& status) {
-  if (status) {
-    if (!status->unit().empty()) {
-      session.set_unit(status->unit());
-    }
-    if (status->keeper_pid() > 0) {
-      session.set_keeper_pid(status->keeper_pid());
-      session.set_keeper_start_time(status->keeper_start_time());
-    }
-  }
-  return session;
-}
-
-// One session process's data path, for the stall detector (a new process is a new data path).
-std::string StallKey(const Record& session, int pid) {
-  return absl::StrCat(session.runtime_dir(), "@", pid);
-}
-
 std::string SelfExe() {
   std::array<char, PATH_MAX> buf{};
   ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : "/proc/self/exe";
-}
-
-int PidfdOpen(int pid) {
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-}
-
-// Waits up to `timeout` for `pid` to exit. True if it did (or never existed).
-bool WaitForExit(int pid, std::chrono::milliseconds timeout) {
-  UniqueFd pidfd(PidfdOpen(pid));
-  if (!pidfd) {
-    return errno == ESRCH;
-  }
-  pollfd pfd{pidfd.Get(), POLLIN, 0};
-  int n = 0;
-  do {
-    n = poll(&pfd, 1, static_cast<int>(timeout.count()));
-  } while (n < 0 && errno == EINTR);
-  return n > 0;
 }
 
 // Reads the session's framed first status from the ready pipe. Empty when the pipe closed first
@@ -137,17 +75,6 @@ absl::StatusOr<std::string> ReadReadyMessage(int fd, std::chrono::milliseconds t
       return std::string();
     }
     buffer.append(buf.data(), static_cast<size_t>(r));
-  }
-}
-
-void KillAndWait(int pid, uint64_t start_time, std::chrono::seconds timeout) {
-  if (pid <= 0 || !IsSameProcessAlive(pid, start_time)) {
-    return;
-  }
-  kill(pid, SIGTERM);
-  if (!WaitForExit(pid, timeout)) {
-    kill(pid, SIGKILL);
-    (void)WaitForExit(pid, std::chrono::seconds(5));
   }
 }
 
@@ -388,166 +315,6 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
     SH_RETURN_IF_ERROR(RefreshLoopCapacity(session.loop_device()));
   }
   return now->capacity_bytes();
-}
-
-namespace {
-
-// The volume's health from what its session process last wrote.
-SessionHealth FromStatus(const SessionStatus& status) {
-  SessionHealth h;
-  switch (status.state()) {
-    case SessionStatus::UP:
-      break;
-    case SessionStatus::IDENTITY_MISMATCH:
-      h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
-      h.reason = health::Reason::kLunIdentityChanged;
-      break;
-    case SessionStatus::CAPACITY_SHRUNK:
-      h.message =
-          absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
-      h.reason = health::Reason::kLunCapacityShrunk;
-      break;
-    case SessionStatus::FUSE_ABORTED:  // Written just before it exits.
-      h.message = status.message();
-      h.reason = health::Reason::kFuseConnectionAborted;
-      break;
-    default:
-      h.message = absl::StrCat("iSCSI session is down: ", status.message());
-      h.reason = status.state() != SessionStatus::RECONNECTING ? health::Reason::kSessionDown
-                 : status.io_failing() ? health::Reason::kReplacementTimeoutPassed
-                                       : health::Reason::kSessionReconnecting;
-      break;
-  }
-  return h;
-}
-
-// Whether the loop device still serves the session's LUN file; changes a healthy `h`.
-void CheckLoop(const Record& session, SessionHealth& h) {
-  if (!h.Usable() || session.loop_device().empty()) {
-    return;
-  }
-  switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
-    case LoopAttachment::kAttached:
-      break;
-    case LoopAttachment::kDetaching:
-      h.message = absl::StrCat(
-          "loop device ", session.loop_device(),
-          " was detached behind stagehand's back (losetup -d) while in use: it works until "
-          "its last user closes it, then the volume has no device; unpublish and unstage the "
-          "volume, then stage it again");
-      h.reason = health::Reason::kLoopDeviceDetaching;
-      break;
-    case LoopAttachment::kGone:
-      h.message = absl::StrCat("loop device ", session.loop_device(),
-                               " no longer serves the session's LUN file (detached behind "
-                               "stagehand's back?): I/O to the volume fails; unpublish and "
-                               "unstage the volume, then stage it again");
-      h.reason = health::Reason::kLoopDeviceGone;
-      break;
-  }
-}
-
-}  // namespace
-
-SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
-  const Record& session = record.userspace();
-  const Worker worker = CurrentWorker(session);
-  const int pid = worker.pid != 0 ? worker.pid : session.pid();
-  if (worker.pid == 0) {
-    return Ended(session, worker.status, pid);
-  }
-  // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
-  // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
-  SessionHealth h;
-  if (const char state = ProcessState(pid); state == 'T' || state == 't') {
-    h.message = absl::StrCat("iSCSI session process ", pid, " is stopped (",
-                             state == 'T' ? "by a signal" : "by a tracer",
-                             "): I/O to the volume waits until it continues (kill -CONT ", pid, ")",
-                             options_.session_watchdog.count() > 0
-                                 ? absl::StrCat(" or its watchdog replaces it (",
-                                                options_.session_watchdog.count(), " s)")
-                                 : "");
-    h.reason = health::Reason::kSessionStopped;
-    return h;
-  }
-  if (!worker.status) {
-    h.message = "iSCSI session status is unreadable";
-    h.reason = health::Reason::kSessionDown;
-    return h;
-  }
-  h = FromStatus(*worker.status);
-  CheckLoop(session, h);
-  CheckAnswering(session, pid, h);
-  return h;
-}
-
-SessionHealth UserspaceTransport::Ended(const Record& session,
-                                        const std::optional<SessionStatus>& last, int pid) {
-  SessionHealth h;
-  // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
-  if (last && last->state() == SessionStatus::FUSE_ABORTED) {
-    h.message = last->message();
-    h.reason = health::Reason::kFuseConnectionAborted;
-  } else if (options_.launcher->Supervised(WithCurrentSupervisor(session, last))) {
-    h.message = absl::StrCat("iSCSI session process ", pid,
-                             " ended; its successor is being started and takes over the "
-                             "volume's I/O (which waits meanwhile)");
-    h.reason = health::Reason::kSessionRestarting;
-  } else {
-    h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
-    h.reason = health::Reason::kSessionGone;
-  }
-  return h;
-}
-
-void UserspaceTransport::CheckAnswering(const Record& session, int pid, SessionHealth& h) {
-  if (!h.Usable()) {
-    return;
-  }
-  // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
-  const auto counters =
-      session::ReadCounters(session::RuntimePath(session.runtime_dir(), session::kCountersFile));
-  const auto since =
-      counters.ok() ? session::SinceLastBeat(*counters, session::MonotonicNowNs()) : std::nullopt;
-  if (since && *since >= options_.heartbeat_timeout) {
-    h.message = absl::StrCat("iSCSI session process ", pid,
-                             " runs but its loop has not turned for ", since->count() / 1000,
-                             " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
-                             "volume waits until it answers: check the process (its stack in "
-                             "/proc/",
-                             pid, "/task/*/stack)");
-    h.reason = health::Reason::kSessionNotAnswering;
-    return;
-  }
-  if (session.loop_device().empty()) {
-    return;
-  }
-  const auto activity = ReadLoopActivity(session.loop_device());
-  const auto waited = activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
-  if (waited) {
-    h.message = absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
-                             activity->in_flight, " I/O request(s) waiting on ",
-                             session.loop_device(), " for ", waited->count() / 1000,
-                             " s (deadlocked or frozen?); I/O to the volume waits until it "
-                             "answers: check the process (its stack in /proc/",
-                             pid, "/task/*/stack)");
-    h.reason = health::Reason::kSessionNotAnswering;
-  }
-}
-
-SessionDescription UserspaceTransport::Describe(const SessionRecord& record) {
-  const Record& session = record.userspace();
-  const Worker worker = CurrentWorker(session);
-  SessionDescription d;
-  d.transport = kName;
-  d.pid = worker.pid;
-  if (worker.status) {
-    d.build = worker.status->build();
-    d.fuse_mode = worker.status->fuse_mode().empty() ? "classic" : worker.status->fuse_mode();
-    d.io_flusher = worker.status->io_flusher();
-  }
-  d.outdated = worker.pid != 0 && !session_build_.empty() && d.build != session_build_;
-  return d;
 }
 
 absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(

@@ -1,0 +1,179 @@
+// The userspace transport's view of a session's health and what serves it: from the session's
+// status and counters files, the loop device's sysfs attributes and /proc, never from its FUSE
+// mount (which hangs with the session).
+
+#include <absl/strings/str_cat.h>
+
+#include "base/process.h"
+#include "session/protocol.h"
+#include "transport/userspace/loop_device.h"
+#include "transport/userspace/session_worker.h"
+#include "transport/userspace/userspace_transport.h"
+
+namespace stagehand::transport::userspace {
+
+using state::v1::SessionRecord;
+using state::v1::SessionStatus;
+using Record = state::v1::UserspaceSessionRecord;
+
+namespace {
+
+// The volume's health from what its session process last wrote.
+SessionHealth FromStatus(const SessionStatus& status) {
+  SessionHealth h;
+  switch (status.state()) {
+    case SessionStatus::UP:
+      break;
+    case SessionStatus::IDENTITY_MISMATCH:
+      h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
+      h.reason = health::Reason::kLunIdentityChanged;
+      break;
+    case SessionStatus::CAPACITY_SHRUNK:
+      h.message =
+          absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
+      h.reason = health::Reason::kLunCapacityShrunk;
+      break;
+    case SessionStatus::FUSE_ABORTED:  // Written just before it exits.
+      h.message = status.message();
+      h.reason = health::Reason::kFuseConnectionAborted;
+      break;
+    default:
+      h.message = absl::StrCat("iSCSI session is down: ", status.message());
+      h.reason = status.state() != SessionStatus::RECONNECTING ? health::Reason::kSessionDown
+                 : status.io_failing() ? health::Reason::kReplacementTimeoutPassed
+                                       : health::Reason::kSessionReconnecting;
+      break;
+  }
+  return h;
+}
+
+// Whether the loop device still serves the session's LUN file; changes a healthy `h`.
+void CheckLoop(const Record& session, SessionHealth& h) {
+  if (!h.Usable() || session.loop_device().empty()) {
+    return;
+  }
+  switch (CheckLoopAttachment(session.loop_device(), session.lun_file())) {
+    case LoopAttachment::kAttached:
+      break;
+    case LoopAttachment::kDetaching:
+      h.message = absl::StrCat(
+          "loop device ", session.loop_device(),
+          " was detached behind stagehand's back (losetup -d) while in use: it works until "
+          "its last user closes it, then the volume has no device; unpublish and unstage the "
+          "volume, then stage it again");
+      h.reason = health::Reason::kLoopDeviceDetaching;
+      break;
+    case LoopAttachment::kGone:
+      h.message = absl::StrCat("loop device ", session.loop_device(),
+                               " no longer serves the session's LUN file (detached behind "
+                               "stagehand's back?): I/O to the volume fails; unpublish and "
+                               "unstage the volume, then stage it again");
+      h.reason = health::Reason::kLoopDeviceGone;
+      break;
+  }
+}
+
+}  // namespace
+
+SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
+  const Record& session = record.userspace();
+  const Worker worker = CurrentWorker(session);
+  const int pid = worker.pid != 0 ? worker.pid : session.pid();
+  if (worker.pid == 0) {
+    return Ended(session, worker.status, pid);
+  }
+  // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
+  // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
+  SessionHealth h;
+  if (const char state = ProcessState(pid); state == 'T' || state == 't') {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is stopped (",
+                             state == 'T' ? "by a signal" : "by a tracer",
+                             "): I/O to the volume waits until it continues (kill -CONT ", pid, ")",
+                             options_.session_watchdog.count() > 0
+                                 ? absl::StrCat(" or its watchdog replaces it (",
+                                                options_.session_watchdog.count(), " s)")
+                                 : "");
+    h.reason = health::Reason::kSessionStopped;
+    return h;
+  }
+  if (!worker.status) {
+    h.message = "iSCSI session status is unreadable";
+    h.reason = health::Reason::kSessionDown;
+    return h;
+  }
+  h = FromStatus(*worker.status);
+  CheckLoop(session, h);
+  CheckAnswering(session, pid, h);
+  return h;
+}
+
+SessionHealth UserspaceTransport::Ended(const Record& session,
+                                        const std::optional<SessionStatus>& last, int pid) {
+  SessionHealth h;
+  // Its last words, if it left any (a status file in the runtime directory, never on FUSE).
+  if (last && last->state() == SessionStatus::FUSE_ABORTED) {
+    h.message = last->message();
+    h.reason = health::Reason::kFuseConnectionAborted;
+  } else if (options_.launcher->Supervised(WithCurrentSupervisor(session, last))) {
+    h.message = absl::StrCat("iSCSI session process ", pid,
+                             " ended; its successor is being started and takes over the "
+                             "volume's I/O (which waits meanwhile)");
+    h.reason = health::Reason::kSessionRestarting;
+  } else {
+    h.message = absl::StrCat("iSCSI session process ", pid, " is not running");
+    h.reason = health::Reason::kSessionGone;
+  }
+  return h;
+}
+
+void UserspaceTransport::CheckAnswering(const Record& session, int pid, SessionHealth& h) {
+  if (!h.Usable()) {
+    return;
+  }
+  // The counters file sits beside the FUSE mount, never under it: reading it cannot hang.
+  const auto counters =
+      session::ReadCounters(session::RuntimePath(session.runtime_dir(), session::kCountersFile));
+  const auto since =
+      counters.ok() ? session::SinceLastBeat(*counters, session::MonotonicNowNs()) : std::nullopt;
+  if (since && *since >= options_.heartbeat_timeout) {
+    h.message = absl::StrCat("iSCSI session process ", pid,
+                             " runs but its loop has not turned for ", since->count() / 1000,
+                             " s (deadlocked, frozen or stuck in memory reclaim?); I/O to the "
+                             "volume waits until it answers: check the process (its stack in "
+                             "/proc/",
+                             pid, "/task/*/stack)");
+    h.reason = health::Reason::kSessionNotAnswering;
+    return;
+  }
+  if (session.loop_device().empty()) {
+    return;
+  }
+  const auto activity = ReadLoopActivity(session.loop_device());
+  const auto waited = activity ? stalls_.Observe(StallKey(session, pid), *activity) : std::nullopt;
+  if (waited) {
+    h.message = absl::StrCat("iSCSI session process ", pid, " runs but has completed none of the ",
+                             activity->in_flight, " I/O request(s) waiting on ",
+                             session.loop_device(), " for ", waited->count() / 1000,
+                             " s (deadlocked or frozen?); I/O to the volume waits until it "
+                             "answers: check the process (its stack in /proc/",
+                             pid, "/task/*/stack)");
+    h.reason = health::Reason::kSessionNotAnswering;
+  }
+}
+
+SessionDescription UserspaceTransport::Describe(const SessionRecord& record) {
+  const Record& session = record.userspace();
+  const Worker worker = CurrentWorker(session);
+  SessionDescription d;
+  d.transport = kName;
+  d.pid = worker.pid;
+  if (worker.status) {
+    d.build = worker.status->build();
+    d.fuse_mode = worker.status->fuse_mode().empty() ? "classic" : worker.status->fuse_mode();
+    d.io_flusher = worker.status->io_flusher();
+  }
+  d.outdated = worker.pid != 0 && !session_build_.empty() && d.build != session_build_;
+  return d;
+}
+
+}  // namespace stagehand::transport::userspace
