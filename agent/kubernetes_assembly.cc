@@ -18,6 +18,10 @@ namespace {
 
 class KubernetesAssembly final : public Assembly {
  public:
+  KubernetesAssembly() = default;
+  KubernetesAssembly(const KubernetesAssembly&) = delete;
+  KubernetesAssembly& operator=(const KubernetesAssembly&) = delete;
+
   absl::Status Start(const DaemonOptions& options, EventLoop& loop) {
     SH_ASSIGN_OR_RETURN(driver_, BuiltinDriver::Start(options, loop));
     BuiltinDriver* driver = driver_.get();

@@ -63,6 +63,10 @@ class ReconcilerBridge final : public manifests::ManifestListener {
 // needs, which is not quite the reverse.
 class StandaloneAssembly final : public Assembly {
  public:
+  StandaloneAssembly() = default;
+  StandaloneAssembly(const StandaloneAssembly&) = delete;
+  StandaloneAssembly& operator=(const StandaloneAssembly&) = delete;
+
   absl::Status Start(const DaemonOptions& options, EventLoop& loop) {
     SH_ASSIGN_OR_RETURN(driver_, BuiltinDriver::Start(options, loop));
     SH_RETURN_IF_ERROR(StartPlugins(options, loop));

@@ -30,7 +30,7 @@ std::chrono::milliseconds NextBaseDelay(const BackoffPolicy& policy,
 // volume (2.5 MB of 1000 volumes' idle memory).
 class SplitMix64 {
  public:
-  using result_type = uint64_t;
+  using result_type = uint64_t;  // NOLINT(readability-identifier-naming): the standard's name.
 
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
 

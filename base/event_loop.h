@@ -102,6 +102,7 @@ class EventLoop {
 class CallbackGate {
  public:
   CallbackGate() = default;
+  ~CallbackGate() = default;
   CallbackGate(const CallbackGate&) = delete;
   CallbackGate& operator=(const CallbackGate&) = delete;
 

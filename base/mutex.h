@@ -19,6 +19,7 @@ namespace stagehand {
 class ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;
+  ~Mutex() = default;
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 

@@ -49,12 +49,16 @@ absl::Status ErrnoStatus(int errno_value, std::string_view what);
 #define SH_ASSIGN_OR_RETURN(lhs, rexpr) \
   SH_ASSIGN_OR_RETURN_IMPL(SH_STATUS_CONCAT(_sh_statusor_, __LINE__), lhs, rexpr)
 
+// `statusor` is a name and `lhs` a declaration: neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SH_ASSIGN_OR_RETURN_IMPL(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                             \
   if (!statusor.ok()) {                                \
     return std::move(statusor).status();               \
   }                                                    \
   lhs = std::move(statusor).value()
+
+// NOLINTEND(bugprone-macro-parentheses)
 
 template <>
 struct fmt::formatter<absl::Status> : fmt::ostream_formatter {};
