@@ -164,17 +164,8 @@ absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view con
   if (!fd) {
     return ErrnoStatus(errno, "memfd_create");
   }
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = write(fd.Get(), content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return ErrnoStatus(errno, "write memfd");
-    }
-    done += static_cast<size_t>(n);
-  }
+  // pwrite: the file offset stays at 0, so a reader (a process given it as stdin) reads it all.
+  SH_RETURN_IF_ERROR(WriteLoop(fd.Get(), content, /*positional=*/true, "memfd"));
   if (fcntl(fd.Get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) {
     return ErrnoStatus(errno, "seal memfd");
   }

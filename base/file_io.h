@@ -43,7 +43,8 @@ absl::Status RemoveFileIfExists(const std::string& path);
 absl::Status RemoveRewrittenFile(const std::string& path);
 
 // A memory file holding `content`, sealed against writes and resizing (memfd_create), for
-// handing data to another process through a descriptor without touching any filesystem.
+// handing data to another process through a descriptor without touching any filesystem. Its
+// offset is 0: read(2) from it reads `content`.
 absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view content);
 
 // Everything `fd` holds, read from offset 0 with pread (the file offset is not moved).

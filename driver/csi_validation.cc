@@ -10,9 +10,44 @@ namespace stagehand::driver {
 
 using AccessMode = csi::v1::VolumeCapability::AccessMode;
 
+absl::Status ValidateVolumeId(const std::string& volume_id) {
+  if (volume_id.empty()) {
+    return absl::InvalidArgumentError("volume_id is required");
+  }
+  if (volume_id.size() > kMaxStringBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "volume_id is ", volume_id.size(), " bytes long; CSI allows at most ", kMaxStringBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStringMap(const google::protobuf::Map<std::string, std::string>& map,
+                               std::string_view field, bool secret) {
+  size_t total = 0;
+  for (const auto& [key, value] : map) {
+    if (key.size() > kMaxStringBytes) {
+      return absl::InvalidArgumentError(
+          secret ? absl::StrCat(ToAbsl(field), " has a key longer than ", kMaxStringBytes, " bytes")
+                 : absl::StrCat(ToAbsl(field), " key '", key.substr(0, 32), "...' is ", key.size(),
+                                " bytes long; CSI allows at most ", kMaxStringBytes));
+    }
+    total += key.size() + value.size();
+  }
+  if (total > kMaxMapBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " holds ", total,
+                                                   " bytes of keys and values; CSI allows at most ",
+                                                   kMaxMapBytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePathField(const std::string& path, std::string_view field) {
   if (path.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(ToAbsl(field), " is required"));
+  }
+  if (path.size() > kMaxPathBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ToAbsl(field), " is ", path.size(), " bytes long; paths may have at most ", kMaxPathBytes));
   }
   if (!IsCleanAbsolutePath(path)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -47,7 +82,13 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
                                                      "' is not supported; use ext4 or xfs"));
     }
     int contexts = 0;
+    size_t flag_bytes = 0;
     for (const auto& flag : mount.mount_flags()) {
+      flag_bytes += flag.size();
+      if (flag_bytes > kMaxMapBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "volume_capability.mount.mount_flags hold more than ", kMaxMapBytes, " bytes"));
+      }
       // A quoted SELinux context keeps its commas (the kubelet's `context="...:s0:c1,c2"`).
       SH_RETURN_IF_ERROR(mounter::CheckMountOption(flag));
       if (flag == "bind" || flag == "rbind" || flag == "remount" || flag == "move") {

@@ -73,9 +73,11 @@ std::vector<std::string> NodeService::ReservedDirs() const {
 // ----- NodeStageVolume -----
 
 absl::Status NodeService::Stage(const csi::v1::NodeStageVolumeRequest& req) {
-  if (req.volume_id().empty()) {
-    return absl::InvalidArgumentError("volume_id is required");
-  }
+  // Every string bounded before anything else: nothing of the caller's may grow without limit.
+  SH_RETURN_IF_ERROR(ValidateVolumeId(req.volume_id()));
+  SH_RETURN_IF_ERROR(ValidateStringMap(req.volume_context(), "volume_context"));
+  SH_RETURN_IF_ERROR(ValidateStringMap(req.publish_context(), "publish_context"));
+  SH_RETURN_IF_ERROR(ValidateStringMap(req.secrets(), "secrets", /*secret=*/true));
   SH_RETURN_IF_ERROR(ValidatePathField(req.staging_target_path(), "staging_target_path"));
   SH_RETURN_IF_ERROR(
       CheckNotReserved(req.staging_target_path(), "staging_target_path", ReservedDirs()));
@@ -308,6 +310,9 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
                                             "' is not staged on this node; call "
                                             "NodeStageVolume first"));
   }
+  SH_RETURN_IF_ERROR(ValidateStringMap(req.volume_context(), "volume_context"));
+  SH_RETURN_IF_ERROR(ValidateStringMap(req.publish_context(), "publish_context"));
+  SH_RETURN_IF_ERROR(ValidateStringMap(req.secrets(), "secrets", /*secret=*/true));
   SH_RETURN_IF_ERROR(CheckPublishPaths(req));
   SH_ASSIGN_OR_RETURN(CapabilitySpec cap, ParseCapability(req.volume_capability()));
   SH_RETURN_IF_ERROR(CheckParentIsReal(req.target_path(), "target_path"));

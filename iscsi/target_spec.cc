@@ -84,6 +84,36 @@ std::string Portal::ToString() const {
   return absl::StrCat(host, ":", port);
 }
 
+namespace {
+
+// An IPv4 address in dotted form, or a DNS host name: labels of letters, digits, '-' (not first
+// or last) and '_' (seen in internal names), 1 to 63 bytes each, 253 in all.
+bool IsHostName(const std::string& host) {
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return true;
+  }
+  if (host.size() > 253) {
+    return false;
+  }
+  for (absl::string_view label : absl::StrSplit(host, '.')) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+        return false;
+      }
+    }
+  }
+  // All digits and dots, but not an IPv4 address ("10.0.0.256", "1.2.3"): a typo, not a name.
+  return !std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<Portal> ParsePortal(std::string_view text) {
   const std::string shown(text);
   auto bad = [&](std::string_view why) {
@@ -112,8 +142,19 @@ absl::StatusOr<Portal> ParsePortal(std::string_view text) {
         return bad("has an empty port");
       }
     }
-    if (p.host.empty() || !absl::StrContains(p.host, ':')) {
+    // An IPv6 address, parsed (not pattern-matched), with an optional zone ("fe80::1%eth0").
+    const std::string address = p.host.substr(0, p.host.find('%'));
+    const std::string zone =
+        p.host.find('%') == std::string::npos ? "" : p.host.substr(p.host.find('%') + 1);
+    in6_addr parsed{};
+    if (address.empty() || ::inet_pton(AF_INET6, address.c_str(), &parsed) != 1) {
       return bad("has brackets around something that is not an IPv6 address");
+    }
+    if (p.host.find('%') != std::string::npos &&
+        (zone.empty() || zone.size() > 15 || !std::all_of(zone.begin(), zone.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+         }))) {
+      return bad("has an IPv6 zone that is not an interface name");
     }
   } else {
     const size_t colon = text.find(':');
@@ -131,11 +172,8 @@ absl::StatusOr<Portal> ParsePortal(std::string_view text) {
   if (p.host.empty()) {
     return bad("has an empty host");
   }
-  for (char c : p.host) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
-          c == '_' || c == '%')) {
-      return bad("has a character that cannot be in a host name");
-    }
+  if (text.front() != '[' && !IsHostName(p.host)) {
+    return bad("has a host that is neither an IPv4 address nor a host name");
   }
   if (!port_text.empty()) {
     auto port = ParseUint(port_text, 65535, "port");

@@ -13,8 +13,8 @@
 //   <runtime_dir>/handover.sock  where the session offers its volume to a successor of another
 //                                build (session/handover.h)
 //
-// The config (with secrets) never touches this directory: it comes over a pipe on the session's
-// stdin, and later in a sealed memory file its manager keeps.
+// The config (with secrets) never touches this directory: it comes in a sealed memory file on the
+// session's stdin, and later in a sealed memory file its manager keeps.
 
 #include <chrono>
 #include <cstdint>

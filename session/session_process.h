@@ -1,10 +1,10 @@
 #pragma once
 
 // The body of a userspace session process (`stagehand-session`, or `stagehand __session`) started
-// by the userspace transport with the config pipe on stdin and the ready pipe on stdout (the
-// only descriptors a systemd unit can be handed). It reads a SessionConfig (with secrets) from
-// `config_fd`, logs in, checks the LUN identity, serves the LUN on a FUSE mount, writes one
-// SessionStatus to `ready_fd` (then points it at /dev/null), and keeps serving until
+// by the userspace transport with its config (a sealed memory file) on stdin and the ready pipe
+// on stdout (the only descriptors a systemd unit can be handed). It reads a SessionConfig (with
+// secrets) from `config_fd`, logs in, checks the LUN identity, serves the LUN on a FUSE mount,
+// writes one SessionStatus to `ready_fd` (then points it at /dev/null), and keeps serving until
 // SIGTERM/SIGINT. Every later state change is written to its status file (session/protocol.h).
 
 #include <string>

@@ -52,14 +52,41 @@ TEST_F(ValidationTest, MalformedStageRequestsAreInvalidArgument) {
       {"half CHAP", [](auto& r) { (*r.mutable_secrets())["node.session.auth.username"] = "u"; }},
       {"staging inside state dir",
        [this](auto& r) { r.set_staging_target_path(daemon_->state_dir() + "/volumes/x"); }},
+      // Every string is bounded (the CSI spec's limits): nothing of the caller's may grow
+      // without limit, or block the stage behind the volume's lock.
+      {"volume id of 129 bytes", [](auto& r) { r.set_volume_id(std::string(129, 'v')); }},
+      {"volume id of 100000 bytes", [](auto& r) { r.set_volume_id(std::string(100000, 'v')); }},
+      {"context key of 200 bytes",
+       [](auto& r) { (*r.mutable_volume_context())[std::string(200, 'k')] = "x"; }},
+      {"context of 8 KiB",
+       [](auto& r) { (*r.mutable_volume_context())["padding"] = std::string(8192, 'x'); }},
+      {"secrets of 100000 bytes",
+       [](auto& r) {
+         (*r.mutable_secrets())["node.session.auth.password"] = std::string(100000, 's');
+       }},
+      {"publish context of 8 KiB",
+       [](auto& r) { (*r.mutable_publish_context())["padding"] = std::string(8192, 'x'); }},
+      {"staging path of 5000 bytes",
+       [this](auto& r) { r.set_staging_target_path(root_ + "/" + std::string(5000, 'p')); }},
+      {"mount flags of 8 KiB",
+       [](auto& r) {
+         r.mutable_volume_capability()->mutable_mount()->add_mount_flags(std::string(8192, 'f'));
+       }},
   };
   for (const auto& c : cases) {
     auto req = StageRequest("vol-v");
     c.mutate(req);
 
-    EXPECT_EQ(Stage(req).error_code(), Code::INVALID_ARGUMENT) << c.name;
+    const grpc::Status status = Stage(req);
+
+    EXPECT_EQ(status.error_code(), Code::INVALID_ARGUMENT) << c.name;
+    EXPECT_LT(status.error_message().size(), 1024u) << c.name << ": the message quotes no input";
+    EXPECT_EQ(status.error_message().find("sssssss"), std::string::npos) << "no secret in it";
   }
   EXPECT_TRUE(testbed::Leftovers(root_).empty());
+  // Nothing was held either: a sound stage of the same volume goes through at once.
+  EXPECT_TRUE(Stage(StageRequest("vol-v")).ok());
+  EXPECT_TRUE(Unstage("vol-v", Staging("vol-v")).ok());
 }
 
 TEST_F(ValidationTest, MalformedPublishRequestsAreRejected) {

@@ -29,7 +29,9 @@ TEST(ParsePortalTest, AcceptsHostPortAndIpv6) {
       {"san.example.com", "san.example.com", 3260},
       {"[::1]", "::1", 3260},
       {"[fd00::5]:3270", "fd00::5", 3270},
-      {"[::ffff:10.0.0.5]:3262", "10.0.0.5", 3262},  // IPv4-mapped: the IPv4 address.
+      {"[::ffff:10.0.0.5]:3262", "10.0.0.5", 3262},   // IPv4-mapped: the IPv4 address.
+      {"[fe80::1%eth0]:3260", "fe80::1%eth0", 3260},  // Link-local, with its zone.
+      {"san_1.example.com", "san_1.example.com", 3260},
   };
   for (const auto& c : cases) {
     auto p = ParsePortal(c.text);
@@ -43,6 +45,17 @@ TEST(ParsePortalTest, AcceptsHostPortAndIpv6) {
 TEST(ParsePortalTest, RejectsMalformedPortals) {
   for (const char* text : {"", ":3260", "host:", "host:0", "host:70000", "host:abc", "::1", "[::1",
                            "[::1]x", "[10.0.0.1]", "ho st"}) {
+    EXPECT_THAT(ParsePortal(text), StatusIs(absl::StatusCode::kInvalidArgument)) << text;
+  }
+}
+
+// IPv6 literals are parsed, not pattern-matched: what passed the old character check and
+// failed only at login ("Can not resolv") is refused up front.
+TEST(ParsePortalTest, RejectsWhatIsNotAnAddressOrAHostName) {
+  const std::string long_label(64, 'a');
+  for (const char* text :
+       {"[::1::2]", "[zz::1]", "[:::]", "[fe80::1%]", "[fe80::1%a b]", "10.0.0.256", "1.2.3",
+        "bad..name", "-leading.example.com", "host%x", long_label.c_str()}) {
     EXPECT_THAT(ParsePortal(text), StatusIs(absl::StatusCode::kInvalidArgument)) << text;
   }
 }

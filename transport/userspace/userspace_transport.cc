@@ -134,24 +134,20 @@ absl::StatusOr<SessionStatus> UserspaceTransport::Launch(SessionConfig config,
     record->set_unit(launch.unit_name);
     config.set_unit(launch.unit_name);
   }
-  std::array<int, 2> cfg{};
   std::array<int, 2> ready{};
-  if (pipe2(cfg.data(), O_CLOEXEC) != 0 || pipe2(ready.data(), O_CLOEXEC) != 0) {
+  if (pipe2(ready.data(), O_CLOEXEC) != 0) {
     return ErrnoStatus(errno, "pipe2");
   }
-  UniqueFd cfg_read(cfg[0]), cfg_write(cfg[1]), ready_read(ready[0]), ready_write(ready[1]);
-  // The config (with secrets) goes through the pipe, never argv or a file. It is far smaller
-  // than the pipe buffer, so writing before the child runs cannot block.
-  const std::string serialized = config.SerializeAsString();
-  if (write(cfg_write.Get(), serialized.data(), serialized.size()) !=
-      static_cast<ssize_t>(serialized.size())) {
-    return ErrnoStatus(errno, "write session config");
-  }
-  cfg_write.Reset();
-  launch.stdin_fd = cfg_read.Get();
+  UniqueFd ready_read(ready[0]), ready_write(ready[1]);
+  // The config (with secrets) goes in a sealed memory file on the session's stdin, never in
+  // argv or a file on disk. Writing it cannot block, however large the caller made it (a pipe
+  // would, past its buffer, before the session reads).
+  SH_ASSIGN_OR_RETURN(UniqueFd config_file,
+                      SealedMemoryFile("stagehand-session-config", config.SerializeAsString()));
+  launch.stdin_fd = config_file.Get();
   launch.stdout_fd = ready_write.Get();
   SH_RETURN_IF_ERROR(options_.launcher->Launch(launch));
-  cfg_read.Reset();
+  config_file.Reset();
   ready_write.Reset();
 
   SH_ASSIGN_OR_RETURN(std::string raw, ReadReadyMessage(ready_read.Get(), options_.start_timeout));
