@@ -16,6 +16,7 @@
 #include "agent/logging.h"
 #include "agent/version.h"
 #include "base/log.h"
+#include "base/process.h"
 #include "session/session_process.h"
 #include <CLI/CLI.hpp>
 
@@ -180,6 +181,8 @@ void AddLoggingFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f
 // process, as it should.
 // NOLINTNEXTLINE(bugprone-exception-escape)
 int main(int argc, char** argv) {
+  // The agent receives CHAP secrets in NodeStageVolume: no core dump may carry them.
+  stagehand::NeverDumpCore();
   // Internal role: a userspace iSCSI session process started by the transport (stdin/stdout).
   if (argc >= 2 && std::strcmp(argv[1], "__session") == 0) {
     return stagehand::session::SessionMain(std::vector<std::string>(argv + 2, argv + argc));

@@ -2,6 +2,8 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -57,6 +59,12 @@ char ProcessState(int pid) {
 
 bool IsSameProcessAlive(int pid, uint64_t start_time) {
   return pid > 0 && start_time != 0 && ProcessStartTime(pid) == start_time;
+}
+
+void NeverDumpCore() {
+  (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  const rlimit none{0, 0};
+  (void)setrlimit(RLIMIT_CORE, &none);
 }
 
 int PidfdOpen(int pid) {

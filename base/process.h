@@ -19,6 +19,12 @@ bool IsSameProcessAlive(int pid, uint64_t start_time);
 // '\0' when it does not exist. Reads only procfs: it never waits on the process.
 char ProcessState(int pid);
 
+// For processes that hold secrets (CHAP passwords): no core dump of this process, ever, nor of
+// what it starts before that sets its own (PR_SET_DUMPABLE 0 and a core size limit of 0, hard).
+// A crash then leaves no copy of its memory in a file, wherever the core pattern points.
+// Call first thing in main().
+void NeverDumpCore();
+
 // A pidfd of `pid` (pidfd_open), or -1 with errno set (ESRCH: no such process).
 int PidfdOpen(int pid);
 

@@ -520,6 +520,9 @@ int RunSessionProcess(int config_fd, int ready_fd) {
 }
 
 int SessionMain(const std::vector<std::string>& args) {
+  // Both roles hold the CHAP secrets (the session in its config, the keeper in what the session
+  // leaves with it): no core dump may carry them.
+  NeverDumpCore();
   bool keeper = false;
   int watchdog_ms = 0;
   for (const std::string& arg : args) {

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -166,6 +167,13 @@ absl::Status StagehandDaemon::Start() {
     return ErrnoStatus(errno, "fork");
   }
   if (pid_ == 0) {
+    // Cores allowed and landing in the root, as a careless host would have it: a core of a
+    // process that holds secrets would show there.
+    const rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    (void)setrlimit(RLIMIT_CORE, &unlimited);
+    if (chdir(root_.c_str()) != 0) {
+      _exit(126);
+    }
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     dup2(fd, STDOUT_FILENO);
     dup2(fd, STDERR_FILENO);

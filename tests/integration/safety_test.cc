@@ -3,10 +3,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -225,6 +228,45 @@ TEST_F(SafetyTest, ChapRightCredentialsWorkWrongOnesAreUnauthenticated) {
   EXPECT_EQ(log.value_or("").find("s3cret-pass-123"), std::string::npos) << "secret in the log";
   EXPECT_EQ(log.value_or("").find("wrong-password-99"), std::string::npos) << "secret in the log";
   EXPECT_TRUE(Unstage("vol-chap", Staging("vol-chap")).ok());
+}
+
+// A session process holds the CHAP secrets; one that crashes (SIGSEGV, with cores allowed and
+// the agent's working directory in the root) leaves no core anywhere: no process of stagehand's
+// is dumpable.
+TEST_F(SafetyTest, ACrashingSessionLeavesNoCoreWithItsSecrets) {
+  const std::string pattern = ReadFileToString("/proc/sys/kernel/core_pattern").value_or("");
+  if (pattern.empty() || pattern.front() == '|' || pattern.front() == '/') {
+    GTEST_SKIP() << "cores do not go to the working directory here (core_pattern " << pattern
+                 << ")";
+  }
+  AddLun();
+  ASSERT_TRUE(tgtd_->RequireChap(tid_, "user" + std::to_string(tid_), "core-secret-4711").ok());
+  auto req = StageRequest("vol-core");
+  (*req.mutable_secrets())["node.session.auth.username"] = "user" + std::to_string(tid_);
+  (*req.mutable_secrets())["node.session.auth.password"] = "core-secret-4711";
+  ASSERT_TRUE(Stage(req).ok());
+  const auto before = SessionNow();
+  ASSERT_TRUE(before.has_value());
+  const int pid = before->pid();
+  std::array<char, 4096> cwd{};
+  const ssize_t n =
+      readlink(("/proc/" + std::to_string(pid) + "/cwd").c_str(), cwd.data(), cwd.size() - 1);
+  ASSERT_GT(n, 0);
+
+  ASSERT_EQ(kill(pid, SIGSEGV), 0);
+
+  ASSERT_TRUE(WaitForStatus([pid](const state::v1::SessionStatus& s) {
+    return s.pid() != pid && s.took_over() && s.state() == state::v1::SessionStatus::UP;
+  })) << "its keeper starts a successor";
+  for (const std::string& dir : {root_, std::string(cwd.data(), static_cast<size_t>(n))}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(
+             dir, std::filesystem::directory_options::skip_permission_denied, ec)) {
+      EXPECT_FALSE(entry.path().filename().string().starts_with("core"))
+          << "a core dump: " << entry.path();
+    }
+  }
+  EXPECT_TRUE(Unstage("vol-core", Staging("vol-core")).ok());
 }
 
 TEST_F(SafetyTest, UnreachablePortalIsUnavailableAndUnknownTargetIsNotFound) {
