@@ -33,6 +33,7 @@ class KubernetesAssembly final : public Assembly {
     Reporting::Parts parts;
     parts.health.driver_name = options.driver_name;
     parts.health.registrar = &driver->registrar_record();
+    parts.health.kubelet_registers = options.mode == Mode::kKubernetes;
     parts.health.driver_volume_problems = [driver, name = options.driver_name] {
       agent::v1::ListVolumesResponse volumes;
       std::vector<std::string> problems;

@@ -11,9 +11,10 @@
 namespace stagehand::registration {
 namespace {
 
-// Status files for people and tools: every field, defaults too; rewritten on each change.
+// Status files for people and tools (root only, as every record in the state directory): every
+// field, defaults too; rewritten on each change.
 constexpr proto::JsonFileOptions kStatusFile{
-    .mode = 0644, .durability = Durability::kAtomicOnly, .print_defaults = true};
+    .mode = 0600, .durability = Durability::kAtomicOnly, .print_defaults = true};
 
 }  // namespace
 

@@ -38,6 +38,9 @@ absl::Status AgentHealth::Ready() const {
     }
     return absl::OkStatus();
   }
+  if (!sources_.kubelet_registers) {
+    return absl::OkStatus();
+  }
   const state::v1::RegistrarState registrar =
       sources_.registrar != nullptr ? sources_.registrar->Get() : state::v1::RegistrarState();
   if (!registrar.registered()) {

@@ -42,6 +42,10 @@ class AgentHealth {
     const registration::Registry* registry = nullptr;
     // Always set: what the registering side told the built-in driver's registrar.
     const registration::RegistrarRecord* registrar = nullptr;
+    // Kubernetes mode: the kubelet must register the driver before the agent is ready. A
+    // standalone agent that watches no plugins (serving a driver into another's directory) is
+    // ready without it; its registration shows in the agent API.
+    bool kubelet_registers = false;
     // Without a reconciler: one line per abnormal volume of the built-in driver (may be empty).
     std::function<std::vector<std::string>()> driver_volume_problems;
     // Why the manifest directory's state is unknown, if it is (manifests::ManifestSource).
@@ -52,7 +56,8 @@ class AgentHealth {
 
   // Ready to serve its purpose (/readyz, AgentStatus.ready): standalone, the manifest directory
   // is readable, the first reconcile is done and the built-in driver is registered and healthy
-  // in stagehand's own registry; in Kubernetes mode, the kubelet registered the driver.
+  // in stagehand's own registry; in Kubernetes mode, the kubelet registered the driver; a
+  // standalone agent that watches no plugins, once it serves.
   // Unavailable with the first reason otherwise.
   absl::Status Ready() const;
 

@@ -106,6 +106,7 @@ TEST(AgentHealthTest, KubernetesModeIsReadyOnceTheKubeletRegisteredTheDriver) {
   AgentHealth health(
       {.driver_name = "x.dev",
        .registrar = &record,
+       .kubelet_registers = true,
        .driver_volume_problems =
            [] { return std::vector<std::string>{"volume 'v1' is abnormal: SessionGone"}; },
        .manifest_problem = nullptr});
@@ -121,6 +122,22 @@ TEST(AgentHealthTest, KubernetesModeIsReadyOnceTheKubeletRegisteredTheDriver) {
               ::testing::ElementsAre("volume 'v1' is abnormal: SessionGone"));
 }
 
+// A standalone agent that watches no plugins (one serving a driver into another's registration
+// directory) has no kubelet to wait for: it is ready once it serves, registered or not.
+TEST(AgentHealthTest, StandaloneWithoutAWatcherIsReadyWithoutARegistration) {
+  testing::TempDir dir;
+  registration::RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
+  record.Initial(registration::RegistrarStatus{});
+  AgentHealth health({.driver_name = "x.dev",
+                      .registrar = &record,
+                      .kubelet_registers = false,
+                      .driver_volume_problems = nullptr,
+                      .manifest_problem = nullptr});
+
+  EXPECT_TRUE(health.Ready().ok()) << health.Ready();
+  EXPECT_FALSE(record.Get().registered());
+}
+
 TEST(AgentHealthTest, StandaloneNeedsTheBuiltInDriverInTheRegistry) {
   testing::TempDir dir;
   registration::RegistrarRecord record(dir.path() + "/registrar.json", "/csi/csi.sock");
@@ -128,6 +145,7 @@ TEST(AgentHealthTest, StandaloneNeedsTheBuiltInDriverInTheRegistry) {
   AgentHealth health({.driver_name = "x.dev",
                       .registry = &registry,
                       .registrar = &record,
+                      .kubelet_registers = false,
                       .driver_volume_problems = nullptr,
                       .manifest_problem = nullptr});
   EXPECT_THAT(health.Ready().message(), ::testing::HasSubstr("'x.dev' is not registered"));
