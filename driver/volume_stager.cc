@@ -312,7 +312,13 @@ absl::Status VolumeStager::TearDown(StagedVolume& volume) {
             "staging path '", volume.staging_path, "' holds a mount of '", (*m)->source,
             "', not of this volume's device '", volume.Device(), "'; refusing to unmount it"));
       }
-      SH_RETURN_IF_ERROR(deps_.mounter.Unmount(volume.staging_path));
+      if (auto unmounted = deps_.mounter.Unmount(volume.staging_path); !unmounted.ok()) {
+        // Refused (busy) or failed before anything was undone: the volume is still staged and
+        // served, and health and stats keep answering for it.
+        volume.phase = StagedVolume::Phase::kStaged;
+        (void)store_.Save(volume);
+        return unmounted;
+      }
     }
   }
   SH_RETURN_IF_ERROR(deps_.transport.Detach(volume.session));

@@ -67,6 +67,22 @@ TEST_F(NodeHealthTest, EachProblemIsOneEntryWithItsReason) {
   EXPECT_EQ(resp.volume_health().health_statuses(0).reason(), "SessionGone");
 }
 
+// An unstage refused because the staging mount is busy undid nothing: the volume is still
+// staged and served, and health answers for it (it answered NOT_FOUND "not staged here").
+TEST_F(NodeHealthTest, AnUnstageRefusedAsBusyLeavesTheVolumeAnswering) {
+  ASSERT_TRUE(Stage(StageReq("v1")).ok());
+  mounter_.FailNext(absl::FailedPreconditionError("unmount: target is busy"));
+  EXPECT_EQ(Unstage("v1").error_code(), Code::FAILED_PRECONDITION);
+  ASSERT_TRUE(mounter_.IsMounted(root_ + "/stage-v1"));
+
+  csi::v1::NodeGetVolumeHealthResponse resp;
+  ASSERT_TRUE(Health("v1", &resp).ok());
+  EXPECT_EQ(resp.volume_health().health_statuses_size(), 0) << resp.DebugString();
+  // And a later unstage, once the mount's users are gone, completes.
+  ASSERT_TRUE(Unstage("v1").ok());
+  EXPECT_EQ(Health("v1", &resp).error_code(), Code::NOT_FOUND);
+}
+
 TEST_F(NodeHealthTest, StorageHealthAnswersWithoutProblemsOnAFakeTransport) {
   ASSERT_TRUE(Stage(StageReq("v1")).ok());
   grpc::ClientContext ctx;
