@@ -259,6 +259,11 @@ int RunKeeper(const KeeperOptions& options) {
   if (options.argv.empty()) {
     return 1;
   }
+  // Never die of its surroundings: its stderr is often a pipe (a container's log, `agent | cat`)
+  // whose reader may go away, and a hangup is not meant for it (it has no terminal of its own).
+  // Its program gets SIGPIPE back at its default (base/spawn.h) and decides for itself.
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
   Keeper keeper(options);
   return keeper.Run();
 }

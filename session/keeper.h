@@ -13,6 +13,7 @@
 //   started again after `restart_delay`, at most `start_limit_burst` times per
 //   `start_limit_interval` (then the keeper gives up, as systemd does).
 // - When it exits with a status of its own, the keeper exits with that status.
+// - It ignores SIGPIPE and SIGHUP: a log pipe without a reader, or a hangup, never ends it.
 // - SIGTERM or SIGINT to the keeper is passed on to the program as SIGTERM; the keeper exits
 //   once the program did, and never restarts it after that.
 

@@ -2,8 +2,10 @@
 
 #include "session/keeper.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -34,6 +36,27 @@ TEST(ServiceKeeperTest, AProgramKilledByASignalIsStartedAgain) {
       RunKeeper(Sh("if [ -e " + once + " ]; then exit 0; fi; touch " + once + "; kill -9 $$"));
 
   EXPECT_EQ(status, 0);
+}
+
+// Its stderr a pipe whose reader is gone (`agent 2>&1 | cat`, the cat killed): the keeper logs
+// the death into it and still starts the program again (it died of SIGPIPE).
+TEST(ServiceKeeperTest, ALogPipeWithoutAReaderNeverEndsTheKeeper) {
+  testing::TempDir dir;
+  const std::string once = dir.path() + "/started";
+  std::array<int, 2> pipe_fds{};
+  ASSERT_EQ(pipe(pipe_fds.data()), 0);
+  close(pipe_fds[0]);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    dup2(pipe_fds[1], STDERR_FILENO);
+    _exit(RunKeeper(Sh("if [ -e " + once + " ]; then exit 0; fi; touch " + once + "; kill -9 $$")));
+  }
+  close(pipe_fds[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << "died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(ServiceKeeperTest, AProgramThatKeepsDyingIsGivenUpOn) {
