@@ -86,11 +86,16 @@ std::string Portal::ToString() const {
 
 namespace {
 
-// An IPv4 address in dotted form, or a DNS host name: labels of letters, digits, '-' (not first
-// or last) and '_' (seen in internal names), 1 to 63 bytes each, 253 in all.
+// An IPv4 address in any numbers-and-dots form that name resolution accepts ("127.1" is
+// 127.0.0.1: another spelling of a portal is caught by the LUN's identity, not here), or a DNS
+// host name: labels of letters, digits, '-' (not first or last) and '_' (seen in internal
+// names), 1 to 63 bytes each, 253 in all.
 bool IsHostName(const std::string& host) {
   in_addr v4{};
-  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+  const bool numeric = std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'x' || c == 'X';
+  });  // inet_aton would also take "1.2.3.4 anything".
+  if (numeric && ::inet_aton(host.c_str(), &v4) != 0) {
     return true;
   }
   if (host.size() > 253) {
@@ -106,7 +111,7 @@ bool IsHostName(const std::string& host) {
       }
     }
   }
-  // All digits and dots, but not an IPv4 address ("10.0.0.256", "1.2.3"): a typo, not a name.
+  // All digits and dots, but not an IPv4 address ("10.0.0.256"): a typo, not a name.
   return !std::all_of(host.begin(), host.end(), [](char c) {
     return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
   });

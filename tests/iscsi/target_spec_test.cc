@@ -32,6 +32,7 @@ TEST(ParsePortalTest, AcceptsHostPortAndIpv6) {
       {"[::ffff:10.0.0.5]:3262", "10.0.0.5", 3262},   // IPv4-mapped: the IPv4 address.
       {"[fe80::1%eth0]:3260", "fe80::1%eth0", 3260},  // Link-local, with its zone.
       {"san_1.example.com", "san_1.example.com", 3260},
+      {"127.1:3262", "127.1", 3262},  // 127.0.0.1, as name resolution reads it.
   };
   for (const auto& c : cases) {
     auto p = ParsePortal(c.text);
@@ -54,8 +55,8 @@ TEST(ParsePortalTest, RejectsMalformedPortals) {
 TEST(ParsePortalTest, RejectsWhatIsNotAnAddressOrAHostName) {
   const std::string long_label(64, 'a');
   for (const char* text :
-       {"[::1::2]", "[zz::1]", "[:::]", "[fe80::1%]", "[fe80::1%a b]", "10.0.0.256", "1.2.3",
-        "bad..name", "-leading.example.com", "host%x", long_label.c_str()}) {
+       {"[::1::2]", "[zz::1]", "[:::]", "[fe80::1%]", "[fe80::1%a b]", "10.0.0.256", "1.2.3.4 x",
+        "1.2.3.4.5", "bad..name", "-leading.example.com", "host%x", long_label.c_str()}) {
     EXPECT_THAT(ParsePortal(text), StatusIs(absl::StatusCode::kInvalidArgument)) << text;
   }
 }
