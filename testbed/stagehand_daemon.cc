@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include <absl/strings/str_cat.h>
@@ -350,6 +351,11 @@ std::vector<std::string> Leftovers(const std::string& root) {
   }
   for (int pid : KeeperPidsUnder(root)) {
     out.push_back("session keeper " + std::to_string(pid));
+  }
+  // A session's runtime directory outlives nothing of it: unstage removes it.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/run/sessions", ec)) {
+    out.push_back("session runtime directory " + entry.path().string());
   }
   return out;
 }

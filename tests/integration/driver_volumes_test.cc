@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include <absl/strings/str_cat.h>
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -69,10 +70,19 @@ TEST_F(DriverVolumesTest, TheDriversVolumesAreListedWithTheirTargetsAndProblems)
   EXPECT_EQ(v.condition(), "");
   EXPECT_EQ(Status().volumes_published(), 1);
 
-  // Its session process dies for good (its keeper first): the listing and the status say so.
+  // Its session process dies once (its keeper starts a successor), then for good (its keeper
+  // first): the listing and the status say so, naming the process that died last.
   ASSERT_EQ(testbed::SessionPidsUnder(root_).size(), 1u);
+  const auto first = SessionNow();
+  ASSERT_TRUE(first.has_value());
+  kill(first->pid(), SIGKILL);
+  ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
+    return s.pid() != first->pid() && s.state() == state::v1::SessionStatus::UP;
+  }));
+  const int successor = SessionNow()->pid();
   testbed::KillSessionsForGood();
-  EXPECT_THAT(List().volumes(0).condition(), HasSubstr("SessionGone: "));
+  EXPECT_THAT(List().volumes(0).condition(),
+              HasSubstr(absl::StrCat("SessionGone: iSCSI session process ", successor, " ")));
   const auto status = Status();
   EXPECT_EQ(status.volumes_failing(), 1);
   EXPECT_THAT(status.problems(), Contains(HasSubstr("volume 'vol-k8s' is abnormal")));

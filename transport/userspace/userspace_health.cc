@@ -78,10 +78,14 @@ void CheckLoop(const Record& session, SessionHealth& h) {
 SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
   const Record& session = record.userspace();
   const Worker worker = CurrentWorker(session);
-  const int pid = worker.pid != 0 ? worker.pid : session.pid();
   if (worker.pid == 0) {
-    return Ended(session, worker.status, pid);
+    // Name the process that died: the last one to write the status file (a successor of the
+    // one the record names, when a keeper restarted it).
+    const int last =
+        worker.status && worker.status->pid() > 0 ? worker.status->pid() : session.pid();
+    return Ended(session, worker.status, last);
   }
+  const int pid = worker.pid;
   // A stopped session answers nothing: I/O to the volume waits (in D state) until it continues,
   // and its status file still says UP. Never look at its FUSE mount here: that would wait too.
   SessionHealth h;

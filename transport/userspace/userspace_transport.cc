@@ -272,8 +272,10 @@ absl::Status UserspaceTransport::Detach(const SessionRecord& record) {
     }
   }
   if (!session.runtime_dir().empty()) {
-    for (const char* name :
-         {session::kStatusFile, session::kStatusTempFile, session::kCountersFile}) {
+    // Everything the session protocol puts there (a session killed for good leaves its
+    // handover socket), then the directory.
+    for (const char* name : {session::kStatusFile, session::kStatusTempFile, session::kCountersFile,
+                             session::kHandoverSocket}) {
       (void)RemoveFileIfExists(session::RuntimePath(session.runtime_dir(), name));
     }
     if (!session.fuse_mount().empty()) {
