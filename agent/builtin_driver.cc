@@ -78,6 +78,10 @@ absl::Status BuiltinDriver::StartTransports() {
       .info("session processes: launcher={} command='{}'", session_launcher_,
             userspace.command.empty() ? userspace.binary : absl::StrJoin(userspace.command, " "));
   userspace_ = std::make_unique<transport::userspace::UserspaceTransport>(std::move(userspace));
+  if (auto probe = userspace_->ProbeSessionCommand(); !probe.ok()) {
+    Log(kComponent).error("{}", probe);
+    problems_.emplace_back(probe.message());
+  }
   kernel_ = std::make_unique<transport::kernel::KernelTransport>(
       transport::kernel::KernelTransportOptions{});
   const absl::Status kernel_available = transport::kernel::KernelInitiatorAvailable();

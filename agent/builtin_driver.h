@@ -7,6 +7,7 @@
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include <grpcpp/server.h>
 
@@ -55,6 +56,9 @@ class BuiltinDriver {
   // "systemd" or "detached".
   const std::string& session_launcher() const { return session_launcher_; }
 
+  // What it found wrong at start that it serves on regardless (a broken session binary).
+  const std::vector<std::string>& problems() const { return problems_; }
+
  private:
   BuiltinDriver(const DaemonOptions& options, EventLoop& loop);
 
@@ -67,6 +71,7 @@ class BuiltinDriver {
   EventLoop& loop_;
   const std::string csi_socket_;
   std::string session_launcher_;
+  std::vector<std::string> problems_;
   std::unique_ptr<transport::userspace::UserspaceTransport> userspace_;
   std::unique_ptr<transport::kernel::KernelTransport> kernel_;
   transport::Registry transports_;

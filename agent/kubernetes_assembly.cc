@@ -46,7 +46,8 @@ class KubernetesAssembly final : public Assembly {
                   options.driver_name,
                   "",
                   driver->session_launcher(),
-                  driver->transports().default_name()};
+                  driver->transports().default_name(),
+                  driver->problems()};
     parts.node = &driver->node();
     parts.metrics = {operations_.registry(), collectable_};
     SH_ASSIGN_OR_RETURN(reporting_, Reporting::Start(options, std::move(parts)));

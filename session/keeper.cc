@@ -65,6 +65,7 @@ class Keeper {
       return 1;
     }
     notify_ = std::move(*socket);
+    Pin();
     if (!Start(options_.stdin_fd, options_.stdout_fd)) {
       return 1;
     }
@@ -184,6 +185,18 @@ class Keeper {
     return std::nullopt;
   }
 
+  // Every start runs the file that argv[0] named at the keeper's start, through a descriptor
+  // (/proc/self/fd/N resolves in the child): a binary replaced on disk since (an upgrade, a
+  // broken copy) never changes what a restart runs. Far above the descriptors Start() moves to
+  // 3, 4, ... Without /proc, the path.
+  void Pin() {
+    UniqueFd file(open(options_.argv[0].c_str(), O_RDONLY | O_CLOEXEC));
+    if (file && access("/proc/self/fd", X_OK) == 0) {
+      program_.Reset(fcntl(file.Get(), F_DUPFD_CLOEXEC, 512));
+    }
+    program_path_ = program_ ? absl::StrCat("/proc/self/fd/", program_.Get()) : options_.argv[0];
+  }
+
   bool Start(int stdin_fd, int stdout_fd) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -226,8 +239,8 @@ class Keeper {
     std::vector<char*> cenv = SpawnArgv(env);
     pid_t pid = 0;
     rc = rc != 0 ? rc
-                 : posix_spawn(&pid, cargv[0], actions.get(), attributes.get(), cargv.data(),
-                               cenv.data());
+                 : posix_spawn(&pid, program_path_.c_str(), actions.get(), attributes.get(),
+                               cargv.data(), cenv.data());
     if (rc != 0) {
       Say(absl::StrCat("cannot start ", options_.argv[0], ": error ", rc));
       return false;
@@ -240,6 +253,8 @@ class Keeper {
   }
 
   const KeeperOptions& options_;
+  UniqueFd program_;
+  std::string program_path_;
   UniqueFd signals_;
   UniqueFd timer_;
   UniqueFd null_;

@@ -5,7 +5,8 @@
 // keeper exactly as to systemd ($NOTIFY_SOCKET, base/service_notify.h), so it has one way of
 // doing things under both.
 //
-// - It starts the program with the given stdin and stdout (later starts get /dev/null).
+// - It starts the program with the given stdin and stdout (later starts get /dev/null), and
+//   every restart runs the same file as the first start, whatever is at its path by then.
 // - It keeps the descriptors the program sends with FDSTORE=1 (by FDNAME; FDSTOREREMOVE=1
 //   drops them) and hands them to the next start as $LISTEN_FDS / $LISTEN_FDNAMES.
 // - When the program dies of a signal (a crash, SIGKILL, the OOM killer) or stops sending

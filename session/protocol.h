@@ -54,6 +54,11 @@ std::optional<std::string> UnframeReadyMessage(std::string_view buffer);
 // watchdog: an exit status is the process's own decision.
 inline constexpr int kExitFuseAborted = 2;
 
+// `<session command> --probe` prints "<kProbeAnswer> <build id>" and exits 0: how the agent
+// checks at start that the session binary runs at all.
+inline constexpr char kProbeArgument[] = "--probe";
+inline constexpr char kProbeAnswer[] = "stagehand-session";
+
 // Set by the session keeper in the environment of the process it keeps: the keeper's pid.
 inline constexpr char kKeeperVariable[] = "STAGEHAND_SESSION_KEEPER";
 

@@ -526,6 +526,13 @@ int SessionMain(const std::vector<std::string>& args) {
   bool keeper = false;
   int watchdog_ms = 0;
   for (const std::string& arg : args) {
+    if (arg == kProbeArgument) {
+      // The agent's check at start that this binary runs as a session at all (a binary
+      // replaced by a broken one is flagged then, not at the next stage or restart).
+      const auto build = FileBuildId("/proc/self/exe");
+      std::printf("%s %s\n", kProbeAnswer, build.ok() ? build->c_str() : "unknown");
+      return std::fflush(stdout) == 0 ? 0 : 1;
+    }
     if (arg == "--keeper") {
       keeper = true;
     } else if (arg.starts_with("--watchdog-ms=") &&

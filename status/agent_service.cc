@@ -57,6 +57,9 @@ grpc::Status AgentService::GetStatus(grpc::ServerContext*, const agent::v1::GetS
   response->set_driver_name(info_.driver_name);
   response->set_manifest_dir(info_.manifest_dir);
   response->set_metrics_port(metrics_port_.load());
+  for (const std::string& problem : info_.problems) {
+    response->add_problems(problem);
+  }
   if (const registration::RegistrarRecord* registrar = health_.sources().registrar;
       registrar != nullptr) {
     *response->mutable_registrar() = registrar->Get();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "driver/node_service.h"
 #include "proto/agent.grpc.pb.h"
@@ -22,6 +23,8 @@ struct AgentInfo {
   std::string manifest_dir;
   std::string session_launcher;
   std::string iscsi_transport;  // The default: "kernel" or "userspace".
+  // Found at start and true until the agent restarts (a broken session binary).
+  std::vector<std::string> problems;
 };
 
 class AgentService final : public agent::v1::Agent::Service {

@@ -395,5 +395,40 @@ TEST_F(SessionSuccessionTest, AReplacementThatFailsLeavesTheOldProcessServing) {
   EXPECT_TRUE(Unstage("vol-stay", Staging("vol-stay")).ok());
 }
 
+// The session binary replaced on disk by a broken one (a script exiting 1) while a volume is
+// served: the keeper restarts the binary it started, not the broken one, and an agent started
+// with the broken one says so in its status (it said "problems: none").
+TEST_F(SessionSuccessionTest, ABrokenSessionBinaryIsFlaggedAndNeverRestartedInPlaceOfTheGoodOne) {
+  const std::string binary = root_ + "/stagehand-session";
+  const auto good =
+      ReadFileToString(JoinPath(ParentDir(testbed::StagehandBinary()), "stagehand-session"));
+  ASSERT_TRUE(good.ok());
+  ASSERT_TRUE(WriteFileAtomically(binary, *good, 0755).ok());
+  const std::vector<std::string> flags = {"--session-watchdog=2", "--session-binary=" + binary};
+  daemon_->Stop();
+  daemon_->set_extra_flags(flags);
+  ASSERT_TRUE(daemon_->Start().ok());
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-bin")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-bin", target)).ok());
+  ASSERT_TRUE(testbed::WriteDurably(target + "/before", "before\n"));
+
+  ASSERT_TRUE(WriteFileAtomically(binary, "#!/bin/sh\nexit 1\n", 0755).ok());
+  ASSERT_TRUE(KillAndWaitForSuccessor(SIGKILL)) << "the keeper restarted the good binary";
+  EXPECT_TRUE(testbed::WriteDurably(target + "/after", "after\n"));
+  EXPECT_EQ(ReadFileToString(target + "/before").value_or(""), "before\n");
+
+  daemon_->Stop();
+  ASSERT_TRUE(daemon_->Start().ok());
+  auto status = RunProcess({STAGEHANDCTL_BINARY, "--agent-socket",
+                            daemon_->runtime_dir() + "/agent.sock", "agent", "status"});
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(absl::StrContains(status->output, "does not run as a stagehand session"))
+      << status->output;
+  EXPECT_TRUE(Unpublish("vol-bin", target).ok());
+  EXPECT_TRUE(Unstage("vol-bin", Staging("vol-bin")).ok());
+}
+
 }  // namespace
 }  // namespace stagehand::testing

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -57,6 +58,21 @@ TEST(ServiceKeeperTest, ALogPipeWithoutAReaderNeverEndsTheKeeper) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status)) << "died of signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// The program's file replaced on disk by a broken one (a script exiting 7) before it dies: the
+// keeper restarts the file it started, not what is at the path now.
+TEST(ServiceKeeperTest, ARestartRunsTheFileStartedFirstNotWhatReplacedIt) {
+  testing::TempDir dir;
+  const std::string program = dir.path() + "/prog";
+  const std::string once = dir.path() + "/started";
+  ASSERT_TRUE(std::filesystem::copy_file("/bin/sh", program));
+  KeeperOptions options = Sh("if [ -e " + once + " ]; then exit 0; fi; touch " + once +
+                             "; printf '#!/bin/sh\\nexit 7\\n' > " + program + ".new; chmod +x " +
+                             program + ".new; mv " + program + ".new " + program + "; kill -9 $$");
+  options.argv[0] = program;
+
+  EXPECT_EQ(RunKeeper(options), 0) << "7: the replacement ran";
 }
 
 TEST(ServiceKeeperTest, AProgramThatKeepsDyingIsGivenUpOn) {

@@ -27,6 +27,7 @@
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/process.h"
+#include "base/subprocess.h"
 #include "base/unique_fd.h"
 #include "iscsi/state_conversions.h"
 #include "session/protocol.h"
@@ -114,6 +115,32 @@ UserspaceTransport::UserspaceTransport(UserspaceTransportOptions options)
   if (!options_.launcher) {
     options_.launcher = MakeDetachedLauncher();
   }
+}
+
+absl::Status UserspaceTransport::ProbeSessionCommand() const {
+  std::vector<std::string> argv = options_.command;
+  argv.emplace_back(session::kProbeArgument);
+  RunOptions run;
+  run.timeout = std::chrono::seconds(10);
+  auto result = RunProcess(argv, run);
+  const std::string shown = ArgvToString(options_.command);
+  if (!result.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the session command '", shown, "' cannot run: ", result.status().message()));
+  }
+  if (result->exit_code == 0 &&
+      result->output.starts_with(absl::StrCat(session::kProbeAnswer, " "))) {
+    return absl::OkStatus();
+  }
+  std::string said = result->output.substr(0, result->output.find('\n'));
+  if (said.size() > 200) {
+    said.resize(200);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the session command '", shown, "' does not run as a stagehand session (exit status ",
+      result->exit_code, said.empty() ? "" : ": ", said,
+      "): new volumes cannot be staged and sessions that systemd restarts fail; reinstall "
+      "stagehand-session (or fix --session-binary) and restart the agent"));
 }
 
 void UserspaceTransport::Prepare(const AttachRequest& request, state::v1::SessionRecord* record) {

@@ -69,6 +69,11 @@ class UserspaceTransport : public Transport {
   // The build of the session binary this transport starts (GNU build ID; empty if unknown).
   const std::string& session_build() const { return session_build_; }
 
+  // Runs the session command with --probe (session/protocol.h): FailedPrecondition, saying what
+  // it did instead, when it does not run as a stagehand session (a binary replaced by a broken
+  // one, a missing library). New stages would fail, and so would restarts under systemd.
+  absl::Status ProbeSessionCommand() const;
+
  private:
   // Health once the process serving `session` (`pid`) has ended; `last` is its status file.
   SessionHealth Ended(const state::v1::UserspaceSessionRecord& session,
