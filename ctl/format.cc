@@ -197,10 +197,13 @@ std::string FormatVolumes(const agent::v1::ListVolumesResponse& r, size_t max_wi
   for (const auto& v : r.volumes()) {
     if (v.has_data_path() && v.data_path().pid() > 0) {
       const auto& d = v.data_path();
-      absl::StrAppend(&paths, "  ", v.name(), ": ", d.transport(), " session pid ", d.pid(),
-                      ", build ", d.build().substr(0, 12), ", FUSE ", OrDash(d.fuse_mode()),
-                      d.io_flusher() ? "" : ", not an I/O flusher (no CAP_SYS_RESOURCE)",
-                      d.outdated() ? " (an earlier build: replaced in place)" : "", "\n");
+      absl::StrAppend(
+          &paths, "  ", v.name(), ": ", d.transport(), " session pid ", d.pid(), ", build ",
+          d.build().substr(0, 12), ", FUSE ", OrDash(d.fuse_mode()),
+          d.io_flusher() ? "" : ", not an I/O flusher (no CAP_SYS_RESOURCE)",
+          d.outdated() ? " (an earlier build: replaced in place)" : "",
+          d.xfs_nouuid() ? ", XFS mounted with nouuid (another mounted XFS has its UUID)" : "",
+          "\n");
     }
   }
   if (!paths.empty()) {

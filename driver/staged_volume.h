@@ -59,6 +59,8 @@ struct StagedVolume {
   iscsi::LunIdentity identity;
   uint64_t capacity_bytes = 0;
   bool formatted_by_us = false;  // This driver ran mkfs on the LUN.
+  // Its XFS is mounted with nouuid: another mounted XFS had the same UUID (a clone).
+  bool xfs_nouuid = false;
   std::vector<Publication> publications;
   // The transport's own record of the attachment (session process or kernel sessions, loop
   // device or disks): opaque here, handed back to the transport to check and detach it.

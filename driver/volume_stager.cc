@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <absl/cleanup/cleanup.h>
+#include <absl/strings/match.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <spdlog/spdlog.h>
@@ -297,7 +298,22 @@ absl::Status VolumeStager::MountStaged(StagedVolume& volume, const std::string& 
     m.options.emplace_back("ro");
     m.options.emplace_back(cap.fs_type == "xfs" ? "norecovery" : "noload");
   }
-  return deps_.mounter.Mount(m);
+  absl::Status mounted = deps_.mounter.Mount(m);
+  if (!mounted.ok() && cap.fs_type == "xfs" &&
+      absl::StrContains(mounted.message(), "duplicate UUID")) {
+    // A clone (a copied LUN, a restored snapshot) beside its source: XFS refuses a second
+    // filesystem whose UUID is already mounted. Mounted with nouuid, as other drivers do; the
+    // UUID on disk is never changed (that would write the LUN behind the user's back).
+    Log(kComponent)
+        .warn(
+            "stage volume='{}': another mounted XFS has the UUID of the one on {} (a clone?): "
+            "mounting it with nouuid",
+            volume.volume_id, device);
+    m.options.emplace_back("nouuid");
+    mounted = deps_.mounter.Mount(m);
+    volume.xfs_nouuid = mounted.ok();
+  }
+  return mounted;
 }
 
 absl::Status VolumeStager::TearDown(StagedVolume& volume) {

@@ -124,6 +124,7 @@ StagedVolume FromRecord(const VolumeRecord& r) {
   v.identity = iscsi::FromProto(r.identity());
   v.capacity_bytes = r.capacity_bytes();
   v.formatted_by_us = r.formatted_by_us();
+  v.xfs_nouuid = r.xfs_nouuid();
   for (const auto& p : r.publishes()) {
     v.publications.push_back(
         Publication{.target_path = p.target_path(),
@@ -158,6 +159,7 @@ VolumeRecord ToRecord(const StagedVolume& v) {
   }
   r.set_capacity_bytes(v.capacity_bytes);
   r.set_formatted_by_us(v.formatted_by_us);
+  r.set_xfs_nouuid(v.xfs_nouuid);
   for (const auto& p : v.publications) {
     auto* out = r.add_publishes();
     out->set_target_path(p.target_path);

@@ -6,11 +6,15 @@
 
 #include <array>
 #include <cerrno>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 
 #include "base/paths.h"
+#include "mounter/kernel_log.h"
 #include "mounter/libmount_handles.h"
 #include "mounter/mount_options.h"
 
@@ -226,11 +230,18 @@ absl::Status LibmountMounter::Mount(const MountRequest& req) {
   if (!options.empty()) {
     SH_RETURN_IF_ERROR(CheckLibmountRc(mnt_context_set_options(cxt.get(), options.c_str()), what));
   }
+  KernelLogWindow kernel_log = KernelLogWindow::Open();
   const int rc = mnt_context_mount(cxt.get());
   if (rc == 0 && mnt_context_get_status(cxt.get()) == 1) {
     return absl::OkStatus();
   }
-  return MountFailure(cxt.get(), rc, what);
+  const absl::Status failed = MountFailure(cxt.get(), rc, what);
+  const std::vector<std::string> said = kernel_log.MessagesAbout(req.source);
+  if (said.empty()) {
+    return failed;
+  }
+  return {failed.code(),
+          absl::StrCat(failed.message(), "; the kernel says: ", absl::StrJoin(said, "; "))};
 }
 
 absl::Status LibmountMounter::Bind(const std::string& source, const std::string& target,

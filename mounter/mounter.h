@@ -47,6 +47,8 @@ class Mounter {
   // option is malformed.
   // FailedPrecondition: `target` already holds a different mount, or the device is busy.
   // NotFound: `source` or `target` does not exist.
+  // A failure's message ends with what the kernel logged about the device meanwhile, where it
+  // can be read ("; the kernel says: XFS (loop3): Filesystem has duplicate UUID …").
   virtual absl::Status Mount(const MountRequest& req) = 0;
 
   // Bind-mounts `source` (a directory or file, or a block device node onto a file) at `target`,

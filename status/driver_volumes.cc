@@ -54,6 +54,7 @@ void FillDataPath(driver::NodeService& node, const StagedVolume& volume, agent::
   out->set_outdated(d.outdated);
   out->set_fuse_mode(d.fuse_mode);
   out->set_io_flusher(d.io_flusher);
+  out->set_xfs_nouuid(volume.xfs_nouuid);
 }
 
 }  // namespace

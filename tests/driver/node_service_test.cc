@@ -382,5 +382,37 @@ TEST_F(NodeServiceTest, ExpandRefusesAnotherAccessTypeThanTheStagedOne) {
 // The CSI spec's order, which csi-sanity checks: a missing field is INVALID_ARGUMENT, then an
 // unknown volume is NOT_FOUND whatever its paths look like, then a malformed value is
 // INVALID_ARGUMENT.
+// An XFS clone beside its source: the kernel refuses the duplicate UUID, the stage mounts it
+// with nouuid (never changing the UUID on disk) and the record says so.
+TEST_F(NodeServiceTest, AnXfsWhoseUuidIsMountedAlreadyIsMountedWithNouuid) {
+  probe_.Set("/dev/fake1", {mounter::ProbeResult::Kind::kFilesystem, "xfs", "uuid-1"});
+  mounter_.FailNext(absl::InvalidArgumentError(
+      "mount '/dev/fake1' on '/s': Invalid argument; the kernel says: XFS (fake1): Filesystem "
+      "has duplicate UUID uuid-1 - can't mount"));
+
+  ASSERT_TRUE(Stage(StageReq("v1", "xfs")).ok());
+
+  auto mounted = mounter_.Find(root_ + "/stage-v1");
+  ASSERT_TRUE(mounted.ok() && mounted->has_value());
+  EXPECT_THAT((*mounted)->options, ::testing::HasSubstr("nouuid"));
+  EXPECT_TRUE(formatted_.empty());
+  auto record = VolumeStore(root_ + "/state/volumes").Load("v1");
+  ASSERT_TRUE(record.ok() && record->has_value());
+  EXPECT_TRUE((*record)->xfs_nouuid);
+}
+
+// Any other failed mount of an XFS is not retried: its error (with the kernel's reason) stands.
+TEST_F(NodeServiceTest, AnotherXfsMountFailureIsNotRetriedWithNouuid) {
+  probe_.Set("/dev/fake1", {mounter::ProbeResult::Kind::kFilesystem, "xfs", "uuid-1"});
+  mounter_.FailNext(absl::InvalidArgumentError(
+      "mount: Invalid argument; the kernel says: XFS (fake1): bad superblock"));
+
+  const grpc::Status s = Stage(StageReq("v1", "xfs"));
+
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("the kernel says: XFS (fake1)"));
+  EXPECT_FALSE(mounter_.IsMounted(root_ + "/stage-v1"));
+}
+
 }  // namespace
 }  // namespace stagehand::driver
