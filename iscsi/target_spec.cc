@@ -148,14 +148,15 @@ absl::StatusOr<Portal> ParsePortal(std::string_view text) {
       }
     }
     // An IPv6 address, parsed (not pattern-matched), with an optional zone ("fe80::1%eth0").
-    const std::string address = p.host.substr(0, p.host.find('%'));
-    const std::string zone =
-        p.host.find('%') == std::string::npos ? "" : p.host.substr(p.host.find('%') + 1);
+    const size_t percent = p.host.find('%');
+    const bool has_zone = percent != std::string::npos;
+    const std::string address = p.host.substr(0, percent);
+    const std::string zone = has_zone ? p.host.substr(percent + 1) : "";
     in6_addr parsed{};
     if (address.empty() || ::inet_pton(AF_INET6, address.c_str(), &parsed) != 1) {
       return bad("has brackets around something that is not an IPv6 address");
     }
-    if (p.host.find('%') != std::string::npos &&
+    if (has_zone &&
         (zone.empty() || zone.size() > 15 || !std::all_of(zone.begin(), zone.end(), [](char c) {
            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
          }))) {

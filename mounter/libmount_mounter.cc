@@ -235,7 +235,7 @@ absl::Status LibmountMounter::Mount(const MountRequest& req) {
   if (rc == 0 && mnt_context_get_status(cxt.get()) == 1) {
     return absl::OkStatus();
   }
-  const absl::Status failed = MountFailure(cxt.get(), rc, what);
+  absl::Status failed = MountFailure(cxt.get(), rc, what);
   const std::vector<std::string> said = kernel_log.MessagesAbout(req.source);
   if (said.empty()) {
     return failed;
