@@ -12,8 +12,9 @@
 namespace stagehand::session {
 namespace {
 
-constexpr int kNopEveryTicks = 5;
-constexpr int kMaxNopsInFlight = 3;
+// A NOP-Out every tick while none is in flight; a target silent for this long while it owes
+// an answer is gone (open-iscsi's noop_out_timeout is 5 s too).
+constexpr auto kSilenceLimit = std::chrono::seconds(5);
 // A LUN deleted and created again on the target (another disk under the same target and
 // number) is not always announced on that LUN (tgtd raises its unit attention on the other LUNs
 // of the nexus only): the identity is read again on the live connection this often.
@@ -32,6 +33,7 @@ CommandQueue::CommandQueue(CommandQueueOptions options, iscsi::IscsiContext ctx)
     : options_(std::move(options)), ctx_(std::move(ctx)) {
   if (ctx_ != nullptr) {
     DisableCommandTimeouts(ctx_.get());
+    last_heard_ = std::chrono::steady_clock::now();
   }
 }
 
@@ -125,6 +127,7 @@ void CommandQueue::OnTaskDone(iscsi_context* /*ctx*/, int status, void* command_
   if (self->stopping_) {
     return;
   }
+  self->Heard(status);
   if (status == SCSI_STATUS_GOOD) {
     r->Reply(*task, self->options_.counters);
     return;
@@ -203,6 +206,7 @@ void CommandQueue::OnCapacity(iscsi_context* /*ctx*/, int status, void* command_
   if (self->stopping_) {
     return;
   }
+  self->Heard(status);
   if (status == SCSI_STATUS_GOOD) {
     if (auto* rc = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(task.get()));
         rc != nullptr && self->options_.on_capacity) {
@@ -231,6 +235,7 @@ void CommandQueue::CheckIdentity() {
   for (int page : {0x83, 0x80}) {
     if (iscsi_inquiry_task(ctx_.get(), lun, 1, page, 255, &OnIdentityPage, this) != nullptr) {
       ++identity_checks_in_flight_;
+      identity_sent_at_ = std::chrono::steady_clock::now();
     }
   }
 }
@@ -239,8 +244,14 @@ void CommandQueue::OnIdentityPage(iscsi_context* /*ctx*/, int status, void* comm
                                   void* private_data) {
   iscsi::ScsiTask task(static_cast<scsi_task*>(command_data));
   auto* self = static_cast<CommandQueue*>(private_data);
-  --self->identity_checks_in_flight_;
-  if (self->stopping_ || self->failed_closed_ || !task) {
+  if (--self->identity_checks_in_flight_ == 0) {
+    self->identity_sent_at_.reset();
+  }
+  if (self->stopping_) {
+    return;
+  }
+  self->Heard(status);
+  if (self->failed_closed_ || !task) {
     return;
   }
   if (status != SCSI_STATUS_GOOD) {
@@ -289,6 +300,49 @@ void CommandQueue::Connect(iscsi::IscsiContext ctx) {
   ctx_ = std::move(ctx);
   DisableCommandTimeouts(ctx_.get());
   expired_ = false;
+  last_heard_ = std::chrono::steady_clock::now();  // It just answered the login.
+  // What was in flight on the old connection was cancelled with it.
+  nop_sent_at_.reset();
+  identity_sent_at_.reset();
+}
+
+void CommandQueue::Heard(int status) {
+  if (status != SCSI_STATUS_CANCELLED) {
+    last_heard_ = std::chrono::steady_clock::now();
+  }
+}
+
+void CommandQueue::OnNopIn(iscsi_context* /*ctx*/, int status, void* /*command_data*/,
+                           void* private_data) {
+  auto* self = static_cast<CommandQueue*>(private_data);
+  self->nop_sent_at_.reset();
+  if (!self->stopping_) {
+    self->Heard(status);
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> CommandQueue::SilentSince() const {
+  if (ctx_ == nullptr) {
+    return std::nullopt;
+  }
+  std::optional<std::chrono::steady_clock::time_point> oldest;
+  const auto consider = [&oldest](std::chrono::steady_clock::time_point t) {
+    if (!oldest || t < *oldest) {
+      oldest = t;
+    }
+  };
+  for (const IoRequest* r : sent_) {
+    consider(r->sent_at);
+  }
+  for (const auto& sent : {identity_sent_at_, nop_sent_at_}) {
+    if (sent) {
+      consider(*sent);
+    }
+  }
+  if (!oldest) {
+    return std::nullopt;
+  }
+  return std::max(*oldest, last_heard_);
 }
 
 void CommandQueue::Expire() {
@@ -342,12 +396,16 @@ void CommandQueue::OnTick() {
       return;
     }
   }
-  if (++ticks_ % kNopEveryTicks == 0) {
-    if (iscsi_get_nops_in_flight(ctx_.get()) > kMaxNopsInFlight) {
-      RequestReconnect(absl::StrCat(iscsi_get_nops_in_flight(ctx_.get()), " NOP-Outs unanswered"));
-      return;
-    }
-    (void)iscsi_nop_out_async(ctx_.get(), nullptr, nullptr, 0, nullptr);
+  const auto silence_limit = std::min<std::chrono::seconds>(
+      kSilenceLimit, std::max(options_.replacement_timeout, std::chrono::seconds(1)));
+  if (const auto silent = SilentSince(); silent && now - *silent >= silence_limit) {
+    RequestReconnect(absl::StrCat("the target answered nothing (no NOP-In, no command) for ",
+                                  silence_limit.count(), " s"));
+    return;
+  }
+  ++ticks_;
+  if (!nop_sent_at_ && iscsi_nop_out_async(ctx_.get(), &OnNopIn, nullptr, 0, this) == 0) {
+    nop_sent_at_ = now;
   }
 }
 

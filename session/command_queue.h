@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -58,8 +59,15 @@ class CommandQueue {
   void Service(short revents);
 
   // Once a second: retries what waits for a tick, and on a live connection runs the timers,
-  // the identity check and the NOP-Outs.
+  // the identity check and the NOP-Outs. A target that answers nothing (no NOP-In, no command
+  // completion) for kSilenceLimit (at most the replacement timeout) while it owes an answer is
+  // taken for gone (a frozen target keeps its TCP connection open): the connection is replaced.
   void OnTick();
+
+  // Since when the target has owed an answer without giving any: the later of the oldest
+  // command or NOP-Out still unanswered and the last answer of any kind; nullopt when nothing
+  // is owed (or there is no connection).
+  std::optional<std::chrono::steady_clock::time_point> SilentSince() const;
 
   // READ CAPACITY(16) on the live connection; on_capacity_refreshed either way.
   void RefreshCapacity();
@@ -100,6 +108,9 @@ class CommandQueue {
   static void OnIdentityPage(iscsi_context* ctx, int status, void* command_data,
                              void* private_data);
   static void OnCapacity(iscsi_context* ctx, int status, void* command_data, void* private_data);
+  static void OnNopIn(iscsi_context* ctx, int status, void* command_data, void* private_data);
+  // An answer came from the target (not a cancellation).
+  void Heard(int status);
 
   void Park(std::unique_ptr<IoRequest> r);
   void CheckIdentity();
@@ -116,6 +127,11 @@ class CommandQueue {
   int ticks_ = 0;
   std::unordered_set<IoRequest*> sent_;  // In flight on the connection (owned by their tasks).
   int identity_checks_in_flight_ = 0;    // VPD reads of the periodic identity check.
+  // When the identity check and the NOP-Out in flight were sent (unset: none in flight), and
+  // when the target last answered anything.
+  std::optional<std::chrono::steady_clock::time_point> identity_sent_at_;
+  std::optional<std::chrono::steady_clock::time_point> nop_sent_at_;
+  std::chrono::steady_clock::time_point last_heard_;
   std::deque<std::unique_ptr<IoRequest>> parked_;         // Waiting for a connection.
   std::deque<std::unique_ptr<IoRequest>> retry_on_tick_;  // Waiting for the next tick.
 };

@@ -115,6 +115,7 @@ struct FuseLunServer::Impl {
       uint64_t expirations = 0;
       (void)!read(d.timer, &expirations, sizeof(expirations));
       queue->OnTick();
+      ShowSilence();
       Alive();
     }
     if (fuse_slot != kNoSlot && fds[fuse_slot].revents != 0 && !ServeFuse()) {
@@ -129,6 +130,26 @@ struct FuseLunServer::Impl {
       }
     }
     return Turn::kGoOn;
+  }
+
+  // A target silent for a tick or more is on the status at once (silent_since_ns), and off it
+  // when it answers again: a successor of a process killed meanwhile counts the replacement
+  // timeout from there, not from its own start.
+  void ShowSilence() {
+    const auto silent = queue->SilentSince();
+    const auto now = std::chrono::steady_clock::now();
+    const uint64_t since =
+        silent && now - *silent >= std::chrono::seconds(kTickSeconds)
+            ? static_cast<uint64_t>(
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(silent->time_since_epoch())
+                      .count())
+            : 0;
+    if ((since == 0) != (board.status.silent_since_ns == 0)) {
+      board.status.silent_since_ns = since;
+      board.Publish(
+          board.status.state,
+          since != 0 ? "serving; the target has not answered for a second or more" : "serving");
+    }
   }
 
   void CheckIdle() {

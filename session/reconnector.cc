@@ -81,9 +81,13 @@ bool Reconnector::WaitFor(std::chrono::milliseconds ms, const Wait& wait) {
 }
 
 bool Reconnector::Reconnect(const Wait& wait) {
+  // The replacement timeout counts from the first answer the target owed and never gave (a
+  // frozen target is found silent a few seconds later), or from now.
+  const auto silent_since = queue_.SilentSince();
   const std::string reason = queue_.Disconnect();
   if (!lost_since_) {
-    lost_since_ = std::chrono::steady_clock::now();
+    lost_since_ = std::min(std::chrono::steady_clock::now(),
+                           silent_since.value_or(std::chrono::steady_clock::time_point::max()));
   }
   board_.status.lost_since_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(lost_since_->time_since_epoch())
@@ -105,6 +109,19 @@ bool Reconnector::Reconnect(const Wait& wait) {
       params.portal = options_.portals[(portal_index_ + attempt) % options_.portals.size()];
     }
     ++attempt;
+    // A login to a target that accepts the connection but answers nothing (frozen) waits up to
+    // its step timeout: the replacement timeout still expires on time meanwhile, and once it
+    // has, FUSE requests are answered (EIO) instead of waiting for the login.
+    bool stopping = false;
+    params.keepalive = [this, &wait, &stopping, alive = options_.login.keepalive] {
+      if (alive) {
+        alive();
+      }
+      ExpireIfDue();
+      if (queue_.Expired() && !stopping && !wait(std::chrono::milliseconds(0), true)) {
+        stopping = true;  // Seen again by the next WaitFor (the stop stays readable).
+      }
+    };
     auto conn = iscsi::Connection::Login(params);
     if (conn.ok()) {
       auto identity = (*conn)->ReadIdentity();

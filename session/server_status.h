@@ -23,6 +23,9 @@ struct ServerStatus {
   bool io_failing = false;
   // CLOCK_MONOTONIC, in nanoseconds, of when the connection was lost; 0 while connected.
   uint64_t lost_since_ns = 0;
+  // CLOCK_MONOTONIC, in nanoseconds, since when the target owes an answer it has not given (a
+  // tick or more); 0 while it answers.
+  uint64_t silent_since_ns = 0;
   // How FUSE requests come: "classic" (read/write on /dev/fuse) or "io_uring"; with why not,
   // when io_uring was asked for and refused.
   std::string fuse_mode = "classic";

@@ -125,6 +125,7 @@ class Session {
     status_.set_capacity_refreshes(s.capacity_refreshes);
     status_.set_io_failing(s.io_failing);
     status_.set_lost_since_ns(s.lost_since_ns);
+    status_.set_silent_since_ns(s.silent_since_ns);
     if (s.fuse_mode != status_.fuse_mode()) {
       // Its unit's journal (the keeper's stderr without systemd).
       std::fprintf(stderr, "stagehand-session: volume %s: FUSE requests: %s\n",
@@ -313,15 +314,19 @@ class Session {
 
   absl::Status TakeOver(const SessionHandover& handover, UniqueFd fuse) {
     // What the process that died last said: if it was reconnecting, the replacement timeout
-    // keeps running from when its connection was lost; otherwise it is lost now.
+    // keeps running from when its connection was lost; if its target had gone silent, from
+    // then; otherwise it is lost now.
     SessionStatus last;
     auto last_raw = ReadFileToString(StatusPath());
-    const bool was_lost =
-        last_raw.ok() && last.ParseFromString(*last_raw) && last.lost_since_ns() != 0;
+    const bool read = last_raw.ok() && last.ParseFromString(*last_raw);
+    const uint64_t since_ns = !read                       ? 0
+                              : last.lost_since_ns() != 0 ? last.lost_since_ns()
+                                                          : last.silent_since_ns();
     const auto lost_since =
-        was_lost ? std::chrono::steady_clock::time_point(
-                       std::chrono::nanoseconds(static_cast<int64_t>(last.lost_since_ns())))
-                 : std::chrono::steady_clock::now();
+        since_ns != 0 ? std::min(std::chrono::steady_clock::now(),
+                                 std::chrono::steady_clock::time_point(
+                                     std::chrono::nanoseconds(static_cast<int64_t>(since_ns))))
+                      : std::chrono::steady_clock::now();
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/false));
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/true));
     SH_RETURN_IF_ERROR(
