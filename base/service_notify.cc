@@ -9,6 +9,9 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
@@ -23,10 +26,30 @@ const char* Env(const char* name) {
   return getenv(name);  // NOLINT(concurrency-mt-unsafe): read before threads change the env.
 }
 
+std::mutex& OverrideMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::string& NotifyOverride() {
+  static std::string address;  // Guarded by OverrideMutex().
+  return address;
+}
+
 }  // namespace
 
+void SetNotifySocket(std::string address) {
+  const std::lock_guard<std::mutex> lock(OverrideMutex());
+  NotifyOverride() = std::move(address);
+}
+
 absl::Status NotifyServiceManager(std::string_view state, std::span<const int> fds) {
-  const char* address = Env("NOTIFY_SOCKET");
+  std::string overridden;
+  {
+    const std::lock_guard<std::mutex> lock(OverrideMutex());
+    overridden = NotifyOverride();
+  }
+  const char* address = overridden.empty() ? Env("NOTIFY_SOCKET") : overridden.c_str();
   if (address == nullptr || address[0] == '\0') {
     return absl::OkStatus();
   }

@@ -27,6 +27,10 @@ namespace stagehand {
 // $NOTIFY_SOCKET. OK and nothing sent when the variable is unset (no manager listens).
 absl::Status NotifyServiceManager(std::string_view state, std::span<const int> fds = {});
 
+// From now on notifications go to `address` instead of $NOTIFY_SOCKET (a manager that took
+// over from one that died).
+void SetNotifySocket(std::string address);
+
 // $WATCHDOG_USEC, when the manager wants WATCHDOG=1 at least that often (and $WATCHDOG_PID,
 // if set, is this process); 0 otherwise.
 uint64_t WatchdogIntervalUsec();

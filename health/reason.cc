@@ -10,7 +10,7 @@ constexpr auto kNoStorage = StorageClass::kNone;
 constexpr auto kUnreachable = StorageClass::kUnreachable;
 
 // In the order of the enum (checked below).
-constexpr std::array<ReasonInfo, 17> kReasons = {{
+constexpr std::array<ReasonInfo, 18> kReasons = {{
     {Reason::kSessionReconnecting, "SessionReconnecting", kInaccessible, true, kUnreachable, false},
     {Reason::kReplacementTimeoutPassed, "ReplacementTimeoutPassed", kInaccessible, true,
      kUnreachable, false},
@@ -31,6 +31,7 @@ constexpr std::array<ReasonInfo, 17> kReasons = {{
     {Reason::kFilesystemErrors, "FilesystemErrors", kDegraded, false, kNoStorage, false},
     {Reason::kMultipathDegraded, "MultipathDegraded", kDegraded, true, StorageClass::kDegraded,
      false},
+    {Reason::kSessionUnsupervised, "SessionUnsupervised", kDegraded, true, kNoStorage, true},
 }};
 
 constexpr bool InEnumOrder() {
@@ -39,7 +40,7 @@ constexpr bool InEnumOrder() {
       return false;
     }
   }
-  return static_cast<size_t>(Reason::kMultipathDegraded) + 1 == kReasons.size();
+  return static_cast<size_t>(Reason::kSessionUnsupervised) + 1 == kReasons.size();
 }
 
 static_assert(InEnumOrder(), "kReasons must list every Reason once, in the order of the enum");

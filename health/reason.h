@@ -30,6 +30,7 @@ enum class Reason {
   kFilesystemFailed,          // The filesystem aborted, shut down or went read-only.
   kFilesystemErrors,          // The filesystem recorded errors since its last check.
   kMultipathDegraded,         // Some paths of a dm-multipath map fail.
+  kSessionUnsupervised,       // The session serves, but nothing would replace it if it died.
 };
 
 // What the problem does to the volume: CSI's VolumeHealthErrorType.

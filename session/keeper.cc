@@ -16,6 +16,7 @@
 #include <deque>
 #include <optional>
 
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
@@ -46,7 +47,8 @@ void Say(const std::string& line) {
 
 class Keeper {
  public:
-  explicit Keeper(const KeeperOptions& options) : options_(options) {}
+  Keeper(const KeeperOptions& options, KeeperAdoption adoption)
+      : options_(options), adoption_(std::move(adoption)) {}
 
   int Run() {
     sigset_t stop;
@@ -66,13 +68,17 @@ class Keeper {
     }
     notify_ = std::move(*socket);
     Pin();
-    if (!Start(options_.stdin_fd, options_.stdout_fd)) {
-      return 1;
+    if (adoption_.pid > 0) {
+      Adopt();
+    } else {
+      if (!Start(options_.stdin_fd, options_.stdout_fd)) {
+        return 1;
+      }
+      // The first start's pipes are the program's alone from here: whoever reads them must see
+      // them close when it dies.
+      (void)dup2(null_.Get(), options_.stdin_fd);
+      (void)dup2(null_.Get(), options_.stdout_fd);
     }
-    // The first start's pipes are the program's alone from here: whoever reads them must see
-    // them close when it dies.
-    (void)dup2(null_.Get(), options_.stdin_fd);
-    (void)dup2(null_.Get(), options_.stdout_fd);
     while (true) {
       if (std::optional<int> done = Turn()) {
         return *done;
@@ -81,6 +87,27 @@ class Keeper {
   }
 
  private:
+  // Keeps the running process of the adoption from here on, and says where it listens.
+  void Adopt() {
+    child_ = adoption_.pid;
+    pidfd_ = std::move(adoption_.pidfd);
+    store_ = std::move(adoption_.store);
+    adopted_ = true;
+    last_ping_ = Clock::now();
+    Say(absl::StrCat("keeping pid ", child_, ", whose keeper died"));
+    if (adoption_.ready) {
+      const std::string hello = absl::StrCat(getpid(), " ", address_, "\n");
+      (void)!write(adoption_.ready.Get(), hello.data(), hello.size());
+      adoption_.ready.Reset();
+    }
+  }
+
+  // Signals the program through its pidfd (an adopted process is not our child: its pid could
+  // be another's once it is gone).
+  void Signal(int signal) {
+    (void)syscall(SYS_pidfd_send_signal, pidfd_.Get(), signal, nullptr, 0);
+  }
+
   // One wait and what it brought; the exit status once the keeper is done.
   std::optional<int> Turn() {
     std::array<pollfd, 4> fds{{{signals_.Get(), POLLIN, 0},
@@ -111,7 +138,7 @@ class Keeper {
       if (!pidfd_) {
         return 0;  // Between two starts: nothing to stop.
       }
-      kill(child_, SIGTERM);
+      Signal(SIGTERM);
     }
     if (n == 4 && fds[3].revents != 0) {
       return Reap();
@@ -119,7 +146,7 @@ class Keeper {
     if (pidfd_ && options_.watchdog.count() > 0 && Clock::now() >= last_ping_ + options_.watchdog) {
       Say(absl::StrCat("pid ", child_, " sent no WATCHDOG=1 for ", options_.watchdog.count(),
                        " ms: killing it"));
-      kill(child_, SIGKILL);
+      Signal(SIGKILL);
       last_ping_ = Clock::now() + std::chrono::hours(1);  // Once; its exit comes next.
     }
     if (fds[2].revents != 0) {
@@ -151,12 +178,22 @@ class Keeper {
     if (field("WATCHDOG") == "1") {
       last_ping_ = Clock::now();
     }
+    int exit_status = 0;
+    if (field("STOPPING") == "1" && absl::SimpleAtoi(field("EXIT_STATUS"), &exit_status)) {
+      exit_status_ = exit_status;
+    }
   }
 
   // The program exited: its status, or a restart.
   std::optional<int> Reap() {
     int status = 0;
-    while (waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+    if (adopted_) {
+      // Not our child: what it said before it ended is all there is.
+      status = exit_status_ ? W_EXITCODE(*exit_status_, 0) : W_EXITCODE(0, SIGKILL);
+      adopted_ = false;
+    } else {
+      while (waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+      }
     }
     pidfd_.Reset();
     const pid_t gone = std::exchange(child_, 0);
@@ -200,8 +237,10 @@ class Keeper {
   bool Start(int stdin_fd, int stdout_fd) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
-      if (!IsProtocolVariable(*e)) {
-        env.emplace_back(*e);
+      const std::string_view entry(*e);
+      if (!IsProtocolVariable(entry) &&
+          !options_.env.contains(std::string(entry.substr(0, entry.find('='))))) {
+        env.emplace_back(entry);
       }
     }
     env.push_back(absl::StrCat("NOTIFY_SOCKET=", address_));
@@ -246,6 +285,7 @@ class Keeper {
       return false;
     }
     child_ = pid;
+    exit_status_.reset();
     pidfd_.Reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
     last_ping_ = Clock::now();
     starts_.push_back(Clock::now());
@@ -253,6 +293,7 @@ class Keeper {
   }
 
   const KeeperOptions& options_;
+  KeeperAdoption adoption_;
   UniqueFd program_;
   std::string program_path_;
   UniqueFd signals_;
@@ -266,11 +307,13 @@ class Keeper {
   Clock::time_point last_ping_;
   std::deque<Clock::time_point> starts_;
   bool stopping_ = false;
+  bool adopted_ = false;            // child_ was adopted, not started: not our child.
+  std::optional<int> exit_status_;  // What the program said with STOPPING=1.
 };
 
 }  // namespace
 
-int RunKeeper(const KeeperOptions& options) {
+int RunKeeper(const KeeperOptions& options, KeeperAdoption adoption) {
   if (options.argv.empty()) {
     return 1;
   }
@@ -279,7 +322,7 @@ int RunKeeper(const KeeperOptions& options) {
   // Its program gets SIGPIPE back at its default (base/spawn.h) and decides for itself.
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  Keeper keeper(options);
+  Keeper keeper(options, std::move(adoption));
   return keeper.Run();
 }
 

@@ -17,11 +17,17 @@
 // - It ignores SIGPIPE and SIGHUP: a log pipe without a reader, or a hangup, never ends it.
 // - SIGTERM or SIGINT to the keeper is passed on to the program as SIGTERM; the keeper exits
 //   once the program did, and never restarts it after that.
+// - It can adopt a program that runs already (whose keeper died): it watches that process
+//   through a pidfd, holds the descriptors it was handed as if they had been stored, and starts
+//   the program again when the process dies, unless it said STOPPING=1 first (a process that
+//   is not the keeper's child cannot be waited for: EXIT_STATUS= gives the keeper's status).
 
 #include <chrono>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "base/unique_fd.h"
 
 namespace stagehand::session {
 
@@ -38,8 +44,17 @@ struct KeeperOptions {
   std::map<std::string, std::string> env;
 };
 
+// A running process to keep instead of starting the program first.
+struct KeeperAdoption {
+  int pid = 0;  // 0: none.
+  UniqueFd pidfd;
+  // Gets "<keeper pid> <notification address>\n" once the keeper listens there, then closes.
+  UniqueFd ready;
+  std::map<std::string, std::vector<UniqueFd>> store;  // As if sent with FDSTORE=1.
+};
+
 // Runs the program until it exits on its own or after a stop; returns the exit status to use
 // (its own, 1 when it could not be started or restarted, 0 after a stop it obeyed).
-int RunKeeper(const KeeperOptions& options);
+int RunKeeper(const KeeperOptions& options, KeeperAdoption adoption = {});
 
 }  // namespace stagehand::session

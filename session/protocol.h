@@ -62,6 +62,16 @@ inline constexpr char kProbeAnswer[] = "stagehand-session";
 // Set by the session keeper in the environment of the process it keeps: the keeper's pid.
 inline constexpr char kKeeperVariable[] = "STAGEHAND_SESSION_KEEPER";
 
+// `<session command> --keeper --adopt=<pid>`: a keeper that adopts the running session process
+// <pid> (whose keeper died), started by that process with these descriptors: a pidfd of it,
+// the write end of a pipe for the keeper's "<pid> <notification address>\n", and what a
+// successor needs (the handover memory file and /dev/fuse), as if stored with FDSTORE=1.
+inline constexpr char kAdoptArgument[] = "--adopt=";
+inline constexpr int kAdoptPidfd = 3;
+inline constexpr int kAdoptReady = 4;
+inline constexpr int kAdoptHandover = 5;
+inline constexpr int kAdoptFuse = 6;
+
 // Data-path counters of a session process, in <runtime_dir>/counters (mode 0600): the session's
 // I/O thread bumps them in its mapping at no syscall cost (session/counters_file.h), and the
 // agent reads the file when Prometheus scrapes. Counters restart at zero with a new session

@@ -33,6 +33,7 @@
 #include "session/handover.h"
 #include "session/io_request.h"
 #include "session/keeper.h"
+#include "session/keeper_watch.h"
 #include "session/protocol.h"
 
 namespace stagehand::session {
@@ -144,6 +145,7 @@ class Session {
       Ready();
       return 1;
     }
+    WatchKeeper();
     absl::Status status = server_->Run(stop_fd_.Get(), refresh_fd_.Get());
     handover_.reset();
     server_.reset();  // Unmounts FUSE (unless handed over), logs out.
@@ -308,8 +310,59 @@ class Session {
     }
     handover_ = std::move(*server);
     status_.set_handover_socket(path);
-    server_->SetExtraPoll([this] { return handover_->Fds(); },
-                          [this](int fd) { handover_->OnReadable(fd); });
+  }
+
+  // Watches the keeper (session/keeper_watch.h) from the serving loop, beside the handover
+  // socket's descriptors.
+  void WatchKeeper() {
+    keeper_watch_ = KeeperWatch::FromEnvironment();
+    if (keeper_watch_.LostAlready()) {
+      ReplaceKeeper();
+    }
+    server_->SetExtraPoll(
+        [this] {
+          std::vector<int> fds = handover_ ? handover_->Fds() : std::vector<int>{};
+          if (keeper_watch_.Fd() >= 0) {
+            fds.push_back(keeper_watch_.Fd());
+          }
+          return fds;
+        },
+        [this](int fd) {
+          if (fd == keeper_watch_.Fd()) {
+            ReplaceKeeper();
+          } else if (handover_) {
+            handover_->OnReadable(fd);
+          }
+        });
+  }
+
+  // The keeper died: one that adopts this process takes its place, handed what a successor
+  // needs. Until one runs, the status says the volume is unsupervised.
+  void ReplaceKeeper() {
+    const int dead = static_cast<int>(status_.keeper_pid());
+    absl::StatusOr<int> keeper = absl::UnavailableError("nothing to hand over");
+    if (auto fds = HandoverFds(); fds.ok()) {
+      keeper = keeper_watch_.Replace(std::move(fds->first), std::move(fds->second));
+    }
+    if (keeper.ok()) {
+      std::fprintf(stderr,
+                   "stagehand-session: volume %s: keeper %d died; keeper %d keeps this process "
+                   "(%d) now\n",
+                   config_.volume_id().c_str(), dead, *keeper, getpid());
+      status_.set_keeper_pid(*keeper);
+      status_.set_keeper_start_time(ProcessStartTime(*keeper));
+      status_.clear_unsupervised();
+    } else {
+      std::fprintf(
+          stderr, "stagehand-session: volume %s: keeper %d died; no keeper replaces it: %s\n",
+          config_.volume_id().c_str(), dead, std::string(keeper.status().message()).c_str());
+      status_.set_keeper_pid(0);
+      status_.set_keeper_start_time(0);
+      status_.set_unsupervised(absl::StrCat(
+          "its keeper (pid ", dead,
+          ") died and no keeper could be started in its place: ", keeper.status().message()));
+    }
+    (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
   }
 
   absl::Status TakeOver(const SessionHandover& handover, UniqueFd fuse) {
@@ -487,6 +540,7 @@ class Session {
   CountersFile counters_;  // Outlives server_ (declared first, destroyed last).
   std::unique_ptr<FuseLunServer> server_;
   std::unique_ptr<HandoverServer> handover_;  // Destroyed before server_.
+  KeeperWatch keeper_watch_;
   bool handed_over_ = false;
 };
 
@@ -522,45 +576,6 @@ int RunSessionProcess(int config_fd, int ready_fd) {
   const bool upgrade = config.take_over();
   Session session(std::move(config), ready_fd);
   return upgrade ? session.RunUpgrade() : session.Run();
-}
-
-int SessionMain(const std::vector<std::string>& args) {
-  // Both roles hold the CHAP secrets (the session in its config, the keeper in what the session
-  // leaves with it): no core dump may carry them.
-  NeverDumpCore();
-  bool keeper = false;
-  int watchdog_ms = 0;
-  for (const std::string& arg : args) {
-    if (arg == kProbeArgument) {
-      // The agent's check at start that this binary runs as a session at all (a binary
-      // replaced by a broken one is flagged then, not at the next stage or restart).
-      const auto build = FileBuildId("/proc/self/exe");
-      std::printf("%s %s\n", kProbeAnswer, build.ok() ? build->c_str() : "unknown");
-      return std::fflush(stdout) == 0 ? 0 : 1;
-    }
-    if (arg == "--keeper") {
-      keeper = true;
-    } else if (arg.starts_with("--watchdog-ms=") &&
-               absl::SimpleAtoi(arg.substr(std::strlen("--watchdog-ms=")), &watchdog_ms)) {
-    }
-  }
-  if (!keeper) {
-    return RunSessionProcess(STDIN_FILENO, STDOUT_FILENO);
-  }
-  // The keeper's own command line, as executed (a relocated bundle runs through its loader),
-  // without --keeper, is the session's.
-  KeeperOptions options;
-  const auto cmdline = ReadFileToString("/proc/self/cmdline");
-  for (absl::string_view word : absl::StrSplit(cmdline.value_or(""), '\0', absl::SkipEmpty())) {
-    if (word != "--keeper") {
-      options.argv.emplace_back(word);
-    }
-  }
-  options.stdin_fd = STDIN_FILENO;
-  options.stdout_fd = STDOUT_FILENO;
-  options.watchdog = std::chrono::milliseconds(watchdog_ms);
-  options.env[kKeeperVariable] = std::to_string(getpid());
-  return RunKeeper(options);
 }
 
 }  // namespace stagehand::session

@@ -318,6 +318,10 @@ std::vector<int> RunningSessionKeepers() {
 }
 
 void KillSessionsForGood() {
+  const std::vector<int> sessions = RunningSessionProcesses();
+  for (int pid : sessions) {
+    kill(pid, SIGSTOP);
+  }
   std::vector<int> pids = RunningSessionKeepers();
   for (int pid : pids) {
     kill(pid, SIGKILL);

@@ -99,7 +99,8 @@ std::vector<std::pair<std::string, std::string>> LoopsUnder(const std::string& r
 std::vector<int> KeeperPidsUnder(const std::string& root);
 
 // Kills (SIGKILL) every session process of the binary under test and, first, their keepers, so
-// that no successor takes over: a dead data path. Returns once they are gone.
+// that no successor takes over: a dead data path. The sessions are stopped (SIGSTOP) before
+// their keepers die, or they would start keepers that adopt them. Returns once all are gone.
 void KillSessionsForGood();
 
 // Writes 4096 bytes of `fill` at `offset` of the block device `device` with O_DIRECT. Returns 0,

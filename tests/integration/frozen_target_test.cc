@@ -38,7 +38,7 @@ class FrozenTargetTest : public NodeIntegrationTest {
     AddLun();
     auto req = StageRequest(volume_id, /*block=*/true);
     (*req.mutable_volume_context())["replacementTimeout"] = std::to_string(replacement_timeout_s);
-    const std::string target = root_ + "/pod1";
+    std::string target = root_ + "/pod1";
     EXPECT_TRUE(Stage(req).ok());
     EXPECT_TRUE(Publish(PublishRequest(volume_id, target, /*block=*/true)).ok());
     EXPECT_EQ(testbed::WriteBlockDirect(target, 0, 'a'), 0) << "I/O before the freeze";

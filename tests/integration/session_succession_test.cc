@@ -177,6 +177,54 @@ TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNo
   EXPECT_TRUE(Unstage("vol-kill", Staging("vol-kill")).ok());
 }
 
+// The keeper (detached launcher) is killed, then the session, ten times over under fio: each
+// time the session starts a keeper that adopts it at once, so the session's death that follows
+// is survived as ever. Nothing fails, nothing moves, and unstage leaves no keeper behind.
+TEST_F(SessionSuccessionTest, KeeperThenSessionKillsUnderVerifiedWritesLoseNothing) {
+  if (access("/usr/bin/fio", X_OK) != 0) {
+    GTEST_SKIP() << "fio is not installed";
+  }
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-keeper")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-keeper", target)).ok());
+  const std::string publish_mount = MountId(target);
+  const auto loops = testbed::LoopsUnder(root_);
+
+  Fio fio(target + "/data", root_ + "/fio.json");
+  ASSERT_TRUE(fio.running());
+  for (int round = 0; round < 10; ++round) {
+    const auto before = SessionNow();
+    ASSERT_TRUE(before.has_value() && before->keeper_pid() > 0) << "round " << round;
+    const auto keeper = static_cast<int>(before->keeper_pid());
+    ASSERT_EQ(kill(keeper, SIGKILL), 0);
+    std::optional<SessionStatus> adopted;
+    ASSERT_TRUE(WaitForStatus([&](const SessionStatus& s) {
+      adopted = s;
+      return s.keeper_pid() > 0 && static_cast<int>(s.keeper_pid()) != keeper;
+    })) << "round "
+        << round << ": no keeper took the dead one's place";
+    EXPECT_EQ(adopted->pid(), before->pid()) << "the session serves on under its new keeper";
+    EXPECT_EQ(testbed::KeeperPidsUnder(root_),
+              std::vector<int>{static_cast<int>(adopted->keeper_pid())});
+    ASSERT_TRUE(KillAndWaitForSuccessor(SIGKILL)) << "round " << round;
+  }
+  const auto report = fio.Stop();
+
+  ASSERT_TRUE(report.has_value());
+  const auto& job = Job(*report);
+  EXPECT_EQ(Number(job, "error"), 0) << "no write, fsync or verification failed";
+  EXPECT_GT(Number(job, "write", "io_bytes"), 0);
+  EXPECT_EQ(MountId(target), publish_mount);
+  EXPECT_EQ(testbed::LoopsUnder(root_), loops);
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-keeper", &health).ok());
+  EXPECT_EQ(health.volume_health().health_statuses_size(), 0) << health.DebugString();
+  EXPECT_TRUE(Unpublish("vol-keeper", target).ok());
+  EXPECT_TRUE(Unstage("vol-keeper", Staging("vol-keeper")).ok());
+  EXPECT_TRUE(testbed::RunningSessionKeepers().empty());
+}
+
 TEST_F(SessionSuccessionTest, ASuccessorWaitsForATargetThatIsDownThenServes) {
   AddLun();
   const std::string target = root_ + "/pod";

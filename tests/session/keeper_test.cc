@@ -2,15 +2,21 @@
 
 #include "session/keeper.h"
 
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <filesystem>
+#include <future>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
+#include "base/file_io.h"
+#include "base/service_notify.h"
 #include "tests/testing/temp_dir.h"
 
 namespace stagehand::session {
@@ -97,6 +103,91 @@ TEST(ServiceKeeperTest, TheProgramGetsTheProtocolAndTheKeepersVariables) {
   options.env["KEPT_BY"] = "test";
 
   EXPECT_EQ(RunKeeper(options), 0);
+}
+
+// A process of the test to be adopted: it waits for the keeper's address on a pipe, then, when
+// `stopping` >= 0, says STOPPING=1 with that exit status and exits; otherwise it waits to be
+// killed.
+struct Adoptee {
+  explicit Adoptee(int stopping) {
+    std::array<int, 2> p{};
+    if (pipe(p.data()) != 0) {
+      return;
+    }
+    pid = fork();
+    if (pid == 0) {
+      close(p[1]);
+      std::string address;
+      char c = 0;
+      while (read(p[0], &c, 1) == 1 && c != '\n') {
+        address.push_back(c);
+      }
+      if (stopping < 0) {
+        pause();
+        _exit(0);
+      }
+      SetNotifySocket(address);
+      (void)NotifyServiceManager("STOPPING=1\nEXIT_STATUS=" + std::to_string(stopping));
+      _exit(0);
+    }
+    close(p[0]);
+    tell.Reset(p[1]);
+  }
+
+  ~Adoptee() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      (void)waitpid(pid, nullptr, 0);
+    }
+  }
+
+  Adoptee(const Adoptee&) = delete;
+  Adoptee& operator=(const Adoptee&) = delete;
+
+  pid_t pid = -1;
+  UniqueFd tell;  // Write end: the keeper's address goes there.
+};
+
+// Runs a keeper that adopts `adoptee` with one stored descriptor, passes the address it says
+// to the adoptee, and returns the keeper's exit status.
+std::future<int> Adopt(const KeeperOptions& options, Adoptee& adoptee) {
+  KeeperAdoption adoption;
+  adoption.pid = adoptee.pid;
+  adoption.pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, adoptee.pid, 0)));
+  std::array<int, 2> ready{};
+  EXPECT_EQ(pipe2(ready.data(), O_CLOEXEC), 0);
+  adoption.ready.Reset(ready[1]);
+  adoption.store["fuse"].emplace_back(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  auto status = std::async(std::launch::async, [&options, a = std::move(adoption)]() mutable {
+    return RunKeeper(options, std::move(a));
+  });
+  UniqueFd hello_fd(ready[0]);
+  const std::string hello = ReadToEnd(hello_fd.Get()).value_or("");
+  const std::string address = hello.substr(hello.find(' ') + 1);
+  EXPECT_FALSE(address.empty()) << hello;
+  (void)WriteFully(adoptee.tell.Get(), address);
+  return status;
+}
+
+// A process whose keeper died, adopted by a new keeper: killed, it is started again with what
+// was stored, as a child of the keeper would be.
+TEST(ServiceKeeperTest, AnAdoptedProcessThatDiesIsStartedAgainWithTheStore) {
+  const KeeperOptions options = Sh(R"(test "$LISTEN_FDS" = 1 && test "$LISTEN_FDNAMES" = fuse)");
+  Adoptee adoptee(/*stopping=*/-1);
+  ASSERT_GT(adoptee.pid, 0);
+  auto status = Adopt(options, adoptee);
+  kill(adoptee.pid, SIGKILL);
+
+  EXPECT_EQ(status.get(), 0) << "the restart got the stored descriptor";
+}
+
+// An adopted process cannot be waited for: what it said before it exited decides.
+TEST(ServiceKeeperTest, AnAdoptedProcessThatSaidItStopsIsNotStartedAgain) {
+  const KeeperOptions options = Sh("exit 9");
+  Adoptee adoptee(/*stopping=*/4);
+  ASSERT_GT(adoptee.pid, 0);
+
+  EXPECT_EQ(Adopt(options, adoptee).get(), 4) << "9: it was started again";
 }
 
 }  // namespace

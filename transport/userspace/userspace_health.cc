@@ -108,7 +108,28 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
   h = FromStatus(*worker.status);
   CheckLoop(session, h);
   CheckAnswering(session, pid, h);
+  CheckSupervised(*worker.status, pid, h);
   return h;
+}
+
+void UserspaceTransport::CheckSupervised(const SessionStatus& status, int pid, SessionHealth& h) {
+  if (h.reason) {
+    return;  // Another problem says more.
+  }
+  // A keeper-managed session (the detached launcher) whose keeper is gone: it says why when it
+  // could not start another; for a moment after a keeper's death it has not noticed yet.
+  std::string why = status.unsupervised();
+  if (why.empty() && status.keeper_pid() > 0 &&
+      !IsSameProcessAlive(static_cast<int>(status.keeper_pid()), status.keeper_start_time())) {
+    why = absl::StrCat("its keeper (pid ", status.keeper_pid(), ") is gone");
+  }
+  if (why.empty()) {
+    return;
+  }
+  h.message = absl::StrCat("iSCSI session process ", pid, " serves, but ", why,
+                           ": if it dies too, the volume's I/O fails until it is unpublished "
+                           "and unstaged");
+  h.reason = health::Reason::kSessionUnsupervised;
 }
 
 SessionHealth UserspaceTransport::Ended(const Record& session,

@@ -81,6 +81,8 @@ class UserspaceTransport : public Transport {
   // Whether the running process still answers (heartbeat, I/O completing); changes a healthy
   // `h`.
   void CheckAnswering(const state::v1::UserspaceSessionRecord& session, int pid, SessionHealth& h);
+  // Whether a keeper still stands behind the running process; changes a healthy `h`.
+  static void CheckSupervised(const state::v1::SessionStatus& status, int pid, SessionHealth& h);
   // Starts a session process with `config` and reads its first status; fills in `record`'s
   // unit (under systemd) from its runtime dir and generation.
   absl::StatusOr<state::v1::SessionStatus> Launch(state::v1::SessionConfig config,
