@@ -2,8 +2,10 @@
 // fsync, a random fault, repeated calls, unpublish and unstage. After every round: every file
 // written with fsync so far reads back, and nothing is left (mounts, loop devices, session
 // processes, volume records). The faults are the ones the field's data-loss bugs come from:
-// the agent SIGKILLed, the session process SIGKILLed, a target outage shorter than the
-// replacement timeout (I/O goes on), and one longer (I/O fails, nothing hangs).
+// the agent SIGKILLed, the session process SIGKILLed, its keeper SIGKILLed (alone, and followed
+// by the session), a target outage shorter than the replacement timeout (I/O goes on), one
+// longer (I/O fails, nothing hangs), and a target frozen (SIGSTOP: the connection stays open)
+// longer than the timeout. The first eight rounds have each fault once.
 //
 // SH_SOAK_ROUNDS (default 8) and SH_SOAK_SEED (default 1) pick the rounds; a failure prints the
 // seed and round so that it can be replayed.
@@ -11,20 +13,25 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <absl/cleanup/cleanup.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
 #include "base/process.h"
 #include "base/subprocess.h"
+#include "proto/state.pb.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -32,7 +39,17 @@ namespace {
 
 using Code = grpc::StatusCode;
 
-enum class Fault { kNone, kAgentKill, kSessionKill, kShortOutage, kLongOutage };
+enum class Fault {
+  kNone,
+  kAgentKill,
+  kSessionKill,
+  kShortOutage,
+  kLongOutage,
+  kKeeperKill,
+  kKeeperThenSessionKill,
+  kLongFreeze,
+};
+constexpr int kFaults = 8;
 
 const char* FaultName(Fault f) {
   switch (f) {
@@ -46,6 +63,12 @@ const char* FaultName(Fault f) {
       return "target outage shorter than the replacement timeout";
     case Fault::kLongOutage:
       return "target outage longer than the replacement timeout";
+    case Fault::kKeeperKill:
+      return "keeper SIGKILL";
+    case Fault::kKeeperThenSessionKill:
+      return "keeper SIGKILL, then session SIGKILL";
+    case Fault::kLongFreeze:
+      return "target frozen (SIGSTOP) longer than the replacement timeout";
   }
   return "?";
 }
@@ -73,6 +96,18 @@ class SoakTest : public NodeIntegrationTest {
     }
   }
 
+  // Kills the session's keeper and waits until the session has a keeper again (one that
+  // adopted it).
+  void KillKeeper() {
+    const auto before = SessionNow();
+    ASSERT_TRUE(before.has_value() && before->keeper_pid() > 0);
+    const auto keeper = static_cast<int>(before->keeper_pid());
+    ASSERT_EQ(kill(keeper, SIGKILL), 0);
+    ASSERT_TRUE(WaitForStatus([keeper](const state::v1::SessionStatus& s) {
+      return s.keeper_pid() > 0 && static_cast<int>(s.keeper_pid()) != keeper;
+    })) << "no keeper took the place of the dead one";
+  }
+
   // The volume's records directory holds no record.
   bool NoRecords() const {
     auto out = RunProcess({"find", daemon_->state_dir() + "/volumes", "-name", "*.json"});
@@ -87,9 +122,13 @@ TEST_F(SoakTest, RandomFaultsNeverLoseSyncedDataNorLeaveAnythingBehind) {
   std::mt19937 random(static_cast<uint32_t>(seed));
   const std::string target = root_ + "/pod";
   std::vector<std::pair<std::string, std::string>> durable;  // File name, content.
+  std::vector<int> order(kFaults);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), random);
 
   for (int round = 0; round < rounds; ++round) {
-    const auto fault = static_cast<Fault>(random() % 5);
+    // Every fault once in the first kFaults rounds (in an order of the seed's), then at random.
+    const auto fault = static_cast<Fault>(round < kFaults ? order[round] : random() % kFaults);
     SCOPED_TRACE(::testing::Message()
                  << "seed " << seed << " round " << round << " fault " << FaultName(fault));
     // Stage and publish, each asked twice (the kubelet repeats calls).
@@ -144,6 +183,32 @@ TEST_F(SoakTest, RandomFaultsNeverLoseSyncedDataNorLeaveAnythingBehind) {
         ASSERT_TRUE(tgtd_->Restart().ok());
         ASSERT_TRUE(finished) << "I/O hung on a target that is gone";
         EXPECT_FALSE(io.get()) << "I/O to a target that is gone must fail";
+        break;
+      }
+      case Fault::kKeeperKill:
+      case Fault::kKeeperThenSessionKill:
+        ASSERT_NO_FATAL_FAILURE(KillKeeper());
+        if (fault == Fault::kKeeperThenSessionKill) {
+          KillSessionProcess();  // Its adoptive keeper starts a successor.
+        }
+        EXPECT_TRUE(testbed::WriteDurably(target + "/" + name + "-after", content))
+            << "I/O must go on after the keeper (and the session) died";
+        durable.emplace_back(name + "-after", content);
+        break;
+      case Fault::kLongFreeze: {
+        // The connection stays open and nothing answers: the write fails at the timeout, with
+        // the target still frozen.
+        absl::Cleanup thaw = [] { (void)kill(tgtd_->pid(), SIGCONT); };
+        ASSERT_EQ(kill(tgtd_->pid(), SIGSTOP), 0);
+        siginfo_t info{};
+        ASSERT_EQ(waitid(P_PID, static_cast<id_t>(tgtd_->pid()), &info, WSTOPPED | WNOWAIT), 0);
+        auto io = std::async(std::launch::async, [&] {
+          return testbed::WriteDurably(target + "/lost-" + name, content);
+        });
+        const bool finished = io.wait_for(std::chrono::seconds(90)) == std::future_status::ready;
+        std::move(thaw).Invoke();
+        ASSERT_TRUE(finished) << "I/O hung on a frozen target";
+        EXPECT_FALSE(io.get()) << "I/O to a frozen target must fail at the replacement timeout";
         break;
       }
     }
