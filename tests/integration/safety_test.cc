@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
 
@@ -331,6 +333,46 @@ TEST_F(SafetyTest, OneLunNeverBacksTwoVolumes) {
   // The LUN is free again: the other volume may have it now, with the data.
   ASSERT_TRUE(Stage(same).ok());
   EXPECT_TRUE(Unstage("vol-2", Staging("vol-2")).ok());
+}
+
+// The loop device still open elsewhere when the volume is unstaged (an application that kept
+// a raw block volume open, a D-state writer after a FUSE abort): the kernel would only mark it
+// to detach at its last close. The unstage fails and says who has it, the session keeps serving
+// that user, and once it lets go the unstage finishes and leaves nothing.
+TEST_F(SafetyTest, AnUnstageWhileTheLoopDeviceIsStillOpenFailsAndKeepsServingIt) {
+  AddLun();
+  const std::string target = root_ + "/pod-raw";
+  ASSERT_TRUE(Stage(StageRequest("vol-open", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-open", target, /*block=*/true)).ok());
+  ASSERT_TRUE(Unpublish("vol-open", target).ok());
+  const auto loops = testbed::LoopsUnder(root_);
+  ASSERT_EQ(loops.size(), 1u);
+  int held = open(loops.front().first.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  absl::Cleanup close_held = [&held] {
+    if (held >= 0) {
+      close(held);
+    }
+  };
+
+  const grpc::Status refused = Unstage("vol-open", Staging("vol-open"));
+  const std::array<char, 4096> block{'k'};
+  const bool served =
+      pwrite(held, block.data(), block.size(), 0) == static_cast<ssize_t>(block.size()) &&
+      fsync(held) == 0;
+  close(std::exchange(held, -1));
+  const grpc::Status unstaged = Unstage("vol-open", Staging("vol-open"));
+
+  EXPECT_EQ(refused.error_code(), Code::FAILED_PRECONDITION)
+      << "unstage reported a loop device gone that is still attached";
+  EXPECT_NE(refused.error_message().find("still in use"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find(absl::StrCat("pid ", getpid())), std::string::npos)
+      << refused.error_message();
+  EXPECT_TRUE(served) << "the session stopped serving a user of the device";
+  EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();
+  EXPECT_TRUE(testbed::Leftovers(root_).empty())
+      << ::testing::PrintToString(testbed::Leftovers(root_));
 }
 
 TEST_F(SafetyTest, CsiAndAgentSocketsAreOwnerOnly) {

@@ -6,12 +6,17 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 #include <absl/strings/strip.h>
 
@@ -53,6 +58,42 @@ bool BackedBy(const std::string& device, const std::string& file) {
       reinterpret_cast<const char*>(info.lo_file_name),
       strnlen(reinterpret_cast<const char*>(info.lo_file_name), LO_NAME_SIZE));
   return recorded == file.substr(0, LO_NAME_SIZE - 1);
+}
+
+// How long a detach waits for other openers of the device to close it, and how often it looks.
+constexpr auto kDetachGrace = std::chrono::seconds(2);
+constexpr auto kDetachPoll = std::chrono::milliseconds(20);
+
+// The processes that have `device` open (from /proc/<pid>/fd), for an error message.
+std::vector<int> OpenersOf(const std::string& device) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) {
+    return pids;
+  }
+  while (const dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) {
+      continue;
+    }
+    const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+    DIR* fds = opendir(fd_dir.c_str());
+    if (fds == nullptr) {
+      continue;
+    }
+    while (const dirent* f = readdir(fds)) {
+      std::array<char, 256> target{};
+      const std::string link = absl::StrCat(fd_dir, "/", f->d_name);
+      const ssize_t n = readlink(link.c_str(), target.data(), target.size() - 1);
+      if (n > 0 && std::string_view(target.data(), static_cast<size_t>(n)) == device) {
+        pids.push_back(pid);
+        break;
+      }
+    }
+    closedir(fds);
+  }
+  closedir(proc);
+  return pids;
 }
 
 }  // namespace
@@ -156,6 +197,22 @@ absl::Status DetachLoopDevice(const std::string& device, const std::string& expe
   }
   if (ioctl(loop.Get(), LOOP_CLR_FD, 0) != 0 && errno != ENXIO) {
     return ErrnoStatus(errno, absl::StrCat("detach '", device, "'"));
+  }
+  loop.Reset();
+  // Opened elsewhere, the device is only marked to detach at its last close (autoclear) and
+  // stays attached: say so rather than report it gone (the session behind it must keep serving
+  // whoever still has it). A short-lived opener (udev's probe after the unmount) is waited for.
+  const auto deadline = std::chrono::steady_clock::now() + kDetachGrace;
+  while (BackedBy(device, expected_backing_file)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      const std::vector<int> openers = OpenersOf(device);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "loop device ", device, " is still in use (",
+          openers.empty() ? "by a filesystem mounted elsewhere, or lazily unmounted and still busy"
+                          : absl::StrCat("open by pid ", absl::StrJoin(openers, ", pid ")),
+          "): it detaches when its last user closes it; end that use, then retry"));
+    }
+    std::this_thread::sleep_for(kDetachPoll);
   }
   return absl::OkStatus();
 }

@@ -20,7 +20,9 @@ absl::StatusOr<std::string> AttachLoopDevice(const std::string& file, uint32_t b
 // Detaches `device` if it is still backed by `expected_backing_file`, also when another mount
 // namespace attached it (the kernel then shows only the path within the file's mount; the name
 // recorded at attach time settles it). OK when the device is already detached or now backs
-// something else (it was ours and is gone).
+// something else (it was ours and is gone). FailedPrecondition, naming who has it open where it
+// can, when it stays attached because something else still uses it (the kernel then detaches
+// it at its last close).
 absl::Status DetachLoopDevice(const std::string& device, const std::string& expected_backing_file);
 
 // Makes `device` pick up a new size of its backing file (LOOP_SET_CAPACITY).
