@@ -18,8 +18,9 @@
 # of stagehand-session replaces the session process in place under the writer; the kubelet's
 # kubelet_volume_stats_* for the PVC (only a CSI driver's NodeGetVolumeStats gives them) match
 # the file system; on 1.37 (CSIVolumeHealth) a target outage under the writer shows in the
-# pod's and the CSINode's status and clears when the target is back, and a failed filesystem
-# shows; a raw block PVC takes writes and reads them back.
+# pod's and the CSINode's status and clears when the target is back, so does a frozen target
+# (SIGSTOP) shorter than the replacement timeout, and a failed filesystem shows; a raw block
+# PVC takes writes and reads them back.
 # The userspace transport only: this host's kernel has no iSCSI initiator (the kernel
 # transport has its own QEMU guest test, tests/kernel).
 set -euo pipefail
@@ -111,6 +112,8 @@ on_exit() {
     systemctl_e2e list-units --all --no-legend >"$E2E_WORK/logs/units.txt" 2>&1 || true
     cat /proc/self/mountinfo >"$E2E_WORK/logs/mountinfo.txt" 2>&1 || true
   fi
+  # A target stopped by the freeze step must run again to be stopped for good.
+  [[ -f $E2E_WORK/pids/tgtd ]] && kill -CONT "$(cat "$E2E_WORK/pids/tgtd")" 2>/dev/null || true
   # Unmount what the cluster mounted before the namespaces go, so loop devices are released.
   kc delete pod --all --wait=true --timeout=120s >/dev/null 2>&1 || true
   cluster_down
@@ -352,6 +355,21 @@ if ((KUBE_MINOR >= 37)); then
   wait_for 60 "the pod's and the CSINode's health to clear after the target returned" healthy_now
   writer_went_on "during the outage"
   log "ok: target back: health cleared in $((SECONDS - t)) s, the writer went on without a failed write"
+
+  # A frozen target (SIGSTOP: its connections stay open, nothing answers) shorter than the
+  # replacement timeout: the session finds it silent within seconds and the condition shows;
+  # once it runs again the condition clears and no write failed.
+  tgtd_pid=$(cat "$E2E_WORK/pids/tgtd")
+  t=$SECONDS
+  kill -STOP "$tgtd_pid"
+  freeze_shows() { [[ $(pod_health) == *Inaccessible/SessionReconnecting* ]]; }
+  wait_for 60 "the frozen target in the pod's status" freeze_shows
+  log "ok: target frozen: pod status '$(pod_health)' ($((SECONDS - t)) s)"
+  kill -CONT "$tgtd_pid"
+  t=$SECONDS
+  wait_for 60 "the pod's health to clear after the target thawed" healthy_now
+  writer_went_on "during the freeze"
+  log "ok: target thawed: health cleared in $((SECONDS - t)) s, the writer went on without a failed write"
 
   # An ext4 error as I/O errors cause it: with the example PV's errors=remount-ro the kernel
   # aborts the journal (emergency_ro) and the filesystem takes no more writes.
