@@ -185,7 +185,6 @@ std::unique_ptr<stagehand::agent::v1::Agent::Stub> AgentStub(const std::string& 
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Reconnect quickly while the agent starts (gRPC's first backoff is 1 s by default).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
   return stagehand::agent::v1::Agent::NewStub(grpc::CreateCustomChannel(
       "unix:" + root + "/run/agent.sock", grpc::InsecureChannelCredentials(), args));

@@ -33,8 +33,10 @@ void CallCanceller::CancelAll() {
 NodeClient::NodeClient(std::string driver, std::string endpoint, Options options)
     : driver_(std::move(driver)), endpoint_(std::move(endpoint)), options_(std::move(options)) {
   grpc::ChannelArguments args;
+  // A driver that restarts is reconnected to quickly. Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS:
+  // gRPC reads it as the shortest time one connection attempt is given (20 s by default), and a
+  // driver on a loaded node may take longer than a few hundred milliseconds to answer.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   const std::string target =

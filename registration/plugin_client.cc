@@ -31,9 +31,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DialUnix(const std::string& path,
                                                         std::chrono::milliseconds timeout) {
   grpc::ChannelArguments args;
   // gRPC's default first reconnect backoff is 1 s; a plugin that just bound its socket is
-  // usually listening a few milliseconds later.
+  // usually listening a few milliseconds later. Not GRPC_ARG_MIN_RECONNECT_BACKOFF_MS: gRPC
+  // reads it as the shortest time one connection attempt is given (20 s by default), and a
+  // plugin on a loaded node may take longer than that to send its first frame.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(absl::StrCat("unix:", path),

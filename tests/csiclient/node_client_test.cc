@@ -1,3 +1,5 @@
+#include "csiclient/node_client.h"
+
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include "base/subprocess.h"
 #include "csiclient/reconciler_client.h"
 #include "proto/csi.grpc.pb.h"
+#include "tests/testing/slow_server.h"
 #include "tests/testing/temp_dir.h"
 
 namespace stagehand::csiclient {
@@ -76,6 +79,35 @@ TEST_F(CsiNodeClientTest, CancelAllEndsACallInFlightAndRefusesNewOnes) {
   EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
   EXPECT_EQ(client.Stage(Call(), std::chrono::minutes(10)).code(), absl::StatusCode::kCancelled)
       << "no new call after CancelAll";
+}
+
+class AnsweringNode final : public csi::v1::Node::Service {
+ public:
+  grpc::Status NodeGetInfo(grpc::ServerContext*, const csi::v1::NodeGetInfoRequest*,
+                           csi::v1::NodeGetInfoResponse* response) override {
+    response->set_node_id("n1");
+    return grpc::Status::OK;
+  }
+};
+
+// A driver on a loaded node (or in a slow VM) takes a while to accept a connection and send its
+// first HTTP/2 frame: the connection attempt waits for it, and a call that does not wait for a
+// driver that is not there (stagehandctl's) still reaches this one. gRPC reads its "minimum
+// reconnect backoff" as the shortest time a connection attempt is given; set to 100 ms, every
+// connection slower than that failed with "timed out before receiving SETTINGS frame".
+TEST(NodeClientConnectTest, ADriverSlowToAnswerANewConnectionIsWaitedFor) {
+  stagehand::testing::TempDir temp;
+  const std::string socket = temp.path() + "/slow.sock";
+  AnsweringNode node;
+  stagehand::testing::SlowServer server(socket, &node, std::chrono::milliseconds(600));
+
+  NodeClient::Options options;
+  options.wait_for_ready = false;  // As stagehandctl's calls: a driver not there fails at once.
+  NodeClient client("", socket, options);
+  auto info = client.GetInfo(std::chrono::seconds(30));
+
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->node_id(), "n1");
 }
 
 }  // namespace
