@@ -31,6 +31,7 @@ enum class Reason {
   kFilesystemErrors,          // The filesystem recorded errors since its last check.
   kMultipathDegraded,         // Some paths of a dm-multipath map fail.
   kSessionUnsupervised,       // The session serves, but nothing would replace it if it died.
+  kFuseRequestsLost,          // A dead io_uring ring held requests: what waits on them hangs.
 };
 
 // What the problem does to the volume: CSI's VolumeHealthErrorType.

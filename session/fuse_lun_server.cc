@@ -277,6 +277,7 @@ void AddReconnector(FuseLunServer::Impl* s, FuseLunServerOptions& options) {
 // resent (FUSE_NOTIFY_RESEND covers /dev/fuse only): those requests wait until the connection
 // ends.
 void AdoptRing(FuseLunServer::Impl* s, const FuseLunServerOptions& options) {
+  s->file->CountRingHeldIn(s->counters != nullptr ? &s->counters->ring_held : nullptr);
   if (options.fuse_io_uring) {
     (void)s->file->StartRing();
     s->ShowFuseMode();
@@ -292,6 +293,7 @@ absl::StatusOr<std::unique_ptr<FuseLunServer>> FuseLunServer::Create(
   SH_ASSIGN_OR_RETURN(s->file, LunFile::Mount(options.mountpoint, options.file_name,
                                               options.capacity, *s->queue, s->pool));
   s->file->WantRing(options.fuse_io_uring);
+  s->file->CountRingHeldIn(s->counters != nullptr ? &s->counters->ring_held : nullptr);
   AddReconnector(s, options);
   return std::unique_ptr<FuseLunServer>(new FuseLunServer(std::move(impl)));
 }

@@ -5,6 +5,7 @@
 #include <sys/sysinfo.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<FuseRing>> FuseRing::Start(int fuse_fd, const Opt
   }
   auto r = std::unique_ptr<FuseRing>(new FuseRing());
   r->fuse_fd_ = fuse_fd;
+  r->held_ = options.held;
   r->queues_ = options.queues != 0 ? options.queues : static_cast<unsigned>(get_nprocs_conf());
   const unsigned depth = std::max(options.depth, 1u);
   const unsigned entries = r->queues_ * depth;
@@ -114,7 +116,18 @@ absl::Status FuseRing::Flush() {
       break;
     }
   }
+  if (queued_ == 0 && unsubmitted_commits_ > 0) {
+    unsubmitted_commits_ = 0;  // The kernel took every answer (a commit is done on submit).
+    PublishHeld();
+  }
   return absl::OkStatus();
+}
+
+void FuseRing::PublishHeld() const {
+  if (held_ != nullptr) {
+    std::atomic_ref<uint64_t>(*held_).store(in_userspace_.size() + unsubmitted_commits_,
+                                            std::memory_order_relaxed);
+  }
 }
 
 absl::StatusOr<FuseRing::Entry*> FuseRing::NextRequest() {
@@ -139,6 +152,7 @@ absl::StatusOr<FuseRing::Entry*> FuseRing::NextRequest() {
     entry->commit_id = entry->header->ring_ent_in_out.commit_id;
     const auto* header = reinterpret_cast<const fuse_in_header*>(entry->header->in_out);
     in_userspace_[header->unique] = entry;
+    PublishHeld();
     return entry;
   }
 }
@@ -178,9 +192,10 @@ bool FuseRing::Reply(uint64_t unique, int error,
   out.len = static_cast<uint32_t>(sizeof(out) + len);
   std::memcpy(e.header->in_out, &out, sizeof(out));
   e.header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(len);
-  // A full submission queue is flushed first; an error here leaves the request unanswered,
-  // which the stall checks report.
+  // Held until the kernel has the answer (Flush). A full submission queue is flushed first; an
+  // error here leaves the request unanswered, which the stall checks report.
   (void)Queue(e, kFuseUringCmdCommitAndFetch);
+  ++unsubmitted_commits_;
   return true;
 }
 

@@ -74,6 +74,10 @@ class FuseRing {
     unsigned queues = 0;       // The kernel's: one per possible CPU. 0: get_nprocs_conf().
     unsigned depth = 16;       // Entries per queue: requests in flight per queue.
     size_t payload_bytes = 0;  // At least max(8 KiB, max_write, max_pages * page size).
+    // Kept at the number of requests taken and not yet answered to the kernel (a field of the
+    // counters file, written with relaxed atomic stores), so that what a process that dies
+    // holds can be told afterwards; may be null.
+    uint64_t* held = nullptr;
   };
 
   // Sets up an io_uring on `fuse_fd` (a /dev/fuse whose INIT was answered with
@@ -131,6 +135,8 @@ class FuseRing {
   static FuseRingRequest RequestOf(const Entry& entry);
   // Queues the entry's command (REGISTER or COMMIT_AND_FETCH).
   absl::Status Queue(Entry& entry, uint32_t cmd);
+  // Writes the count of requests held to options' `held`.
+  void PublishHeld() const;
 
   int fuse_fd_ = -1;
   unsigned queues_ = 0;
@@ -138,6 +144,8 @@ class FuseRing {
   std::vector<Entry> entries_;
   std::unordered_map<uint64_t, Entry*> in_userspace_;  // By request unique.
   unsigned queued_ = 0;                                // Commands not yet submitted.
+  unsigned unsubmitted_commits_ = 0;  // Answers queued, not yet handed to the kernel.
+  uint64_t* held_ = nullptr;
 };
 
 }  // namespace stagehand::session

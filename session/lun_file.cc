@@ -139,6 +139,7 @@ void LunFile::Dispatch(std::span<const uint8_t> in) {
 absl::Status LunFile::StartRing() {
   FuseRing::Options options;
   options.payload_bytes = kMaxRequestBytes;
+  options.held = ring_held_;
   absl::Status started = connection_.StartRing(options);
   if (!started.ok()) {
     ring_refusal_ = std::string(started.message());

@@ -50,6 +50,9 @@ class LunFile {
   // only with the module parameter fuse.enable_uring set); the classic loop otherwise.
   void WantRing(bool want) { want_ring_ = want; }
 
+  // Where a ring keeps the count of requests it holds (FuseRing::Options::held); may be null.
+  void CountRingHeldIn(uint64_t* held) { ring_held_ = held; }
+
   // Starts the ring on an adopted connection whose earlier server ran one (no INIT comes).
   absl::Status StartRing();
 
@@ -112,6 +115,7 @@ class LunFile {
   BufferPool& pool_;
   std::unique_ptr<uint8_t[]> receive_;  // Holds the largest request.
   bool want_ring_ = false;
+  uint64_t* ring_held_ = nullptr;
   std::string ring_refusal_;
 };
 

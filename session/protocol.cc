@@ -81,18 +81,32 @@ absl::StatusOr<DataPathCounters> ReadCounters(const std::string& path) {
   if (n < 0) {
     return ErrnoStatus(errno, absl::StrCat("read '", path, "'"));
   }
-  // Version 1 ended before the heartbeat.
+  // Version 1 ended before the heartbeat, version 2 before ring_held.
   constexpr size_t kVersion1Size = offsetof(DataPathCounters, heartbeat_ns);
+  constexpr size_t kVersion2Size = offsetof(DataPathCounters, ring_held);
   const auto size = static_cast<size_t>(n);
   const bool whole = size >= kVersion1Size && ((counters.version == 1 && size == kVersion1Size) ||
-                                               (counters.version == 2 && size == sizeof(counters)));
+                                               (counters.version == 2 && size == kVersion2Size) ||
+                                               (counters.version == 3 && size == sizeof(counters)));
   if (!whole) {
     return absl::DataLossError(absl::StrCat("'", path, "' is not a counters file of this version"));
   }
   if (counters.version == 1) {
     counters.heartbeat_ns = 0;
   }
+  if (counters.version < 3) {
+    counters.ring_held = 0;
+  }
   return counters;
+}
+
+uint64_t LostRingRequests(const state::v1::SessionStatus& last,
+                          const absl::StatusOr<DataPathCounters>& counters) {
+  uint64_t lost = last.lost_ring_requests();
+  if (last.fuse_mode() == "io_uring" && counters.ok()) {
+    lost += counters->ring_held;
+  }
+  return lost;
 }
 
 }  // namespace stagehand::session

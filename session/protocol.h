@@ -83,8 +83,8 @@ inline constexpr int kAdoptFuse = 6;
 // its FUSE mount.
 struct DataPathCounters {
   // Layout version of this struct in the file: 1 had no heartbeat (sessions started by older
-  // builds), 2 added it at the end.
-  uint64_t version = 2;
+  // builds), 2 added it at the end, 3 added ring_held.
+  uint64_t version = 3;
   uint64_t read_ops = 0;
   uint64_t read_bytes = 0;
   uint64_t write_ops = 0;
@@ -94,6 +94,10 @@ struct DataPathCounters {
   // CLOCK_MONOTONIC, in nanoseconds, of the last turn of the session's loop; 0: unknown (not
   // started yet, or a version 1 file).
   uint64_t heartbeat_ns = 0;
+  // FUSE requests the session's io_uring ring has taken and not answered yet (a gauge; 0 in
+  // classic mode). What a successor finds here when its predecessor died is lost: the kernel
+  // resends nothing a dead ring held.
+  uint64_t ring_held = 0;
 };
 
 // CLOCK_MONOTONIC now, in nanoseconds: what the session's heartbeat writes.
@@ -106,5 +110,12 @@ std::optional<std::chrono::milliseconds> SinceLastBeat(const DataPathCounters& c
 // The agent's side: reads a snapshot. NotFound when the file does not exist; DataLoss when it is
 // too short or of an unknown layout version (a version 1 file reads with heartbeat_ns 0).
 absl::StatusOr<DataPathCounters> ReadCounters(const std::string& path);
+
+// FUSE requests lost to dead rings, as a successor of the process whose last status is `last`
+// counts them: what `last`'s predecessors lost, plus what `last` held in its ring when it died
+// (`counters`: its counters file, read before the successor replaces it). The kernel resends
+// nothing a dead ring held (FUSE_NOTIFY_RESEND covers /dev/fuse only).
+uint64_t LostRingRequests(const state::v1::SessionStatus& last,
+                          const absl::StatusOr<DataPathCounters>& counters);
 
 }  // namespace stagehand::session

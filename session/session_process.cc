@@ -385,10 +385,21 @@ class Session {
     SH_RETURN_IF_ERROR(
         Introduce("taking over the FUSE connection of a session process that ended"));
     status_.set_took_over(true);
-    std::vector<iscsi::Portal> portals;
-    const iscsi::LoginParams params = Login(&portals);
+    if (read) {  // Before this process replaces the counters file.
+      status_.set_lost_ring_requests(
+          LostRingRequests(last, ReadCounters(RuntimePath(config_.runtime_dir(), kCountersFile))));
+    }
+    if (status_.lost_ring_requests() > last.lost_ring_requests()) {
+      std::fprintf(stderr,
+                   "stagehand-session: volume %s: session process %d died holding FUSE requests "
+                   "in its io_uring ring, which the kernel does not resend: I/O waiting for them "
+                   "waits until the FUSE connection is aborted\n",
+                   config_.volume_id().c_str(), last.pid());
+    }
     SH_ASSIGN_OR_RETURN(counters_,
                         CountersFile::Create(RuntimePath(config_.runtime_dir(), kCountersFile)));
+    std::vector<iscsi::Portal> portals;
+    const iscsi::LoginParams params = Login(&portals);
     FuseLunServerOptions options = ServerOptions(params, portals);
     identity_ = iscsi::FromProto(handover.identity());
     capacity_.block_size = handover.block_size();

@@ -7,6 +7,8 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -372,6 +374,34 @@ bool WriteControl(const std::string& path, const std::string& text) {
   const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
   return ok;
+}
+
+absl::Status AbortFuseConnection(const std::string& mountpoint) {
+  constexpr char kControl[] = "/sys/fs/fuse/connections";
+  constexpr decltype(statfs::f_type) kControlMagic = 0x65735543;  // FUSE_CTL_SUPER_MAGIC
+
+  struct statfs control {};
+
+  const bool mount_control = statfs(kControl, &control) == 0 && control.f_type != kControlMagic;
+  if (mount_control && mount("fusectl", kControl, "fusectl", 0, nullptr) != 0) {
+    return ErrnoStatus(errno, "mount fusectl");
+  }
+
+  // The connection's directory is named after the mount's device number as the kernel keeps it.
+  struct stat fuse {};
+
+  absl::Status aborted = absl::OkStatus();
+  if (stat(mountpoint.c_str(), &fuse) != 0) {
+    aborted = ErrnoStatus(errno, absl::StrCat("stat '", mountpoint, "'"));
+  } else if (!WriteControl(absl::StrCat(kControl, "/",
+                                        (major(fuse.st_dev) << 20) | minor(fuse.st_dev), "/abort"),
+                           "1")) {
+    aborted = ErrnoStatus(errno, "write the connection's abort file");
+  }
+  if (mount_control) {
+    umount2(kControl, 0);
+  }
+  return aborted;
 }
 
 bool WriteDurably(const std::string& path, const std::string& content) {

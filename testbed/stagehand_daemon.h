@@ -89,6 +89,10 @@ bool WriteDurably(const std::string& path, const std::string& content);
 // rename, which such files do not take.
 bool WriteControl(const std::string& path, const std::string& text);
 
+// Aborts the FUSE connection mounted at `mountpoint` (what `echo 1 > .../abort` does) through
+// fusectl at /sys/fs/fuse/connections, mounted there for the moment when the host has not.
+absl::Status AbortFuseConnection(const std::string& mountpoint);
+
 // The live session processes of the agent whose root is `root` (from <root>/run/sessions/*/status).
 std::vector<int> SessionPidsUnder(const std::string& root);
 

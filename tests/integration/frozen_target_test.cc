@@ -5,7 +5,6 @@
 // with SIGSTOP (and always continued, even when a test fails).
 
 #include <signal.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <cerrno>
@@ -45,15 +44,6 @@ class FrozenTargetTest : public NodeIntegrationTest {
     return target;
   }
 
-  // Stops tgtd (a child of this process) and waits until it is stopped.
-  static void Freeze() {
-    ASSERT_EQ(kill(tgtd_->pid(), SIGSTOP), 0);
-    siginfo_t info{};
-    ASSERT_EQ(waitid(P_PID, static_cast<id_t>(tgtd_->pid()), &info, WSTOPPED | WNOWAIT), 0);
-  }
-
-  static void Thaw() { (void)kill(tgtd_->pid(), SIGCONT); }
-
   // Waits until the session says the target owes it an answer; that origin (0 on timeout).
   uint64_t WaitUntilSilent() {
     uint64_t since = 0;
@@ -70,8 +60,8 @@ class FrozenTargetTest : public NodeIntegrationTest {
 // the first unanswered request; once the target runs again, I/O works again.
 TEST_F(FrozenTargetTest, IoFailsAfterTheReplacementTimeoutWhileTheTargetIsStillFrozen) {
   const std::string target = StageBlock("vol-frozen", 5);
-  absl::Cleanup thaw = [] { Thaw(); };
-  ASSERT_NO_FATAL_FAILURE(Freeze());
+  absl::Cleanup thaw = [] { ThawTarget(); };
+  ASSERT_NO_FATAL_FAILURE(FreezeTarget());
   const uint64_t silent_since = WaitUntilSilent();
 
   auto io =
@@ -130,8 +120,8 @@ TEST_F(FrozenTargetTest, AShortFreezeIsDetectedAndRiddenOutWithoutAFailedWrite) 
     writer.join();
   };
 
-  absl::Cleanup thaw = [] { Thaw(); };
-  ASSERT_NO_FATAL_FAILURE(Freeze());
+  absl::Cleanup thaw = [] { ThawTarget(); };
+  ASSERT_NO_FATAL_FAILURE(FreezeTarget());
   WaitUntilSilent();
   EXPECT_TRUE(WaitForStatus([](const SessionStatus& s) {
     return s.state() == SessionStatus::RECONNECTING;
@@ -162,8 +152,8 @@ TEST_F(FrozenTargetTest, AShortFreezeIsDetectedAndRiddenOutWithoutAFailedWrite) 
 // before it did, not from its own start.
 TEST_F(FrozenTargetTest, ASuccessorKeepsTheOriginOfTheReplacementTimeout) {
   const std::string target = StageBlock("vol-succ", 60);
-  absl::Cleanup thaw = [] { Thaw(); };
-  ASSERT_NO_FATAL_FAILURE(Freeze());
+  absl::Cleanup thaw = [] { ThawTarget(); };
+  ASSERT_NO_FATAL_FAILURE(FreezeTarget());
   const uint64_t silent_since = WaitUntilSilent();
   const std::optional<SessionStatus> first = SessionNow();
   ASSERT_TRUE(first.has_value());

@@ -7,14 +7,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
+#include <optional>
 #include <string>
+#include <thread>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/match.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
 #include "proto/state.pb.h"
 #include "session/counters_file.h"
+#include "session/protocol.h"
 #include "testbed/stagehand_daemon.h"
 #include "tests/integration/node_test_base.h"
 
@@ -22,6 +29,7 @@ namespace stagehand::testing {
 namespace {
 
 using state::v1::SessionStatus;
+using ::testing::HasSubstr;
 
 constexpr char kUringParameter[] = "/sys/module/fuse/parameters/enable_uring";
 
@@ -106,6 +114,72 @@ TEST_F(FuseRingTest, AVolumeServedThroughTheRingKeepsItsDataAcrossAKilledSession
 
   EXPECT_TRUE(Unpublish("vol-ring", target).ok());
   EXPECT_TRUE(Unstage("vol-ring", Staging("vol-ring")).ok());
+}
+
+// A session killed while its ring holds a request (the target frozen, so the write waits in the
+// session): the kernel never resends what a dead ring held. The successor serves new I/O and the
+// volume shows FuseRequestsLost at once, naming the file that aborts the connection; after the
+// abort the waiting write fails instead of hanging, and unpublish and unstage leave nothing.
+TEST_F(FuseRingTest, RequestsADeadRingHeldAreShownAndAnAbortEndsTheirWait) {
+  UringParameter uring(true);
+  ASSERT_TRUE(uring.ok());
+  AddLun();
+  const std::string target = root_ + "/pod";
+  ASSERT_TRUE(Stage(StageRequest("vol-lost", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-lost", target, /*block=*/true)).ok());
+  const std::optional<SessionStatus> first = SessionNow();
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->fuse_mode(), "io_uring");
+  const std::string counters = session::RuntimePath(SessionDir(), session::kCountersFile);
+  const std::string fuse_mount = session::RuntimePath(SessionDir(), session::kMountDir);
+
+  absl::Cleanup thaw = [] { ThawTarget(); };
+  ASSERT_NO_FATAL_FAILURE(FreezeTarget());
+  auto held =
+      std::async(std::launch::async, [&] { return testbed::WriteBlockDirect(target, 0, 'w'); });
+  // Whatever happens below, nothing is left waiting on the dead ring (the future's destructor
+  // would wait for it).
+  absl::Cleanup end_wait = [&] {
+    if (held.valid() && held.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      (void)testbed::AbortFuseConnection(fuse_mount);
+    }
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (session::ReadCounters(counters).value_or(session::DataPathCounters{}).ring_held == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the write never reached the ring";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // Polls the session's gauge.
+  }
+  ASSERT_EQ(kill(first->pid(), SIGKILL), 0);
+  std::move(thaw).Invoke();
+
+  std::optional<SessionStatus> successor;
+  ASSERT_TRUE(WaitForStatus([&](const SessionStatus& s) {
+    successor = s;
+    return s.pid() != first->pid() && s.state() == SessionStatus::UP;
+  }));
+  EXPECT_GE(successor->lost_ring_requests(), 1u) << successor->DebugString();
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-lost", &health).ok());
+  ASSERT_GE(health.volume_health().health_statuses_size(), 1) << health.DebugString();
+  EXPECT_EQ(health.volume_health().health_statuses(0).reason(), "FuseRequestsLost");
+  EXPECT_THAT(health.volume_health().health_statuses(0).message(),
+              HasSubstr("/sys/fs/fuse/connections/"));
+  EXPECT_NE(held.wait_for(std::chrono::seconds(0)), std::future_status::ready)
+      << "a write the dead ring held completed";
+  auto fresh = std::async(std::launch::async,
+                          [&] { return testbed::WriteBlockDirect(target, 1 << 20, 'n'); });
+  ASSERT_EQ(fresh.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "the successor does not serve new I/O";
+  EXPECT_EQ(fresh.get(), 0);
+
+  const absl::Status aborted = testbed::AbortFuseConnection(fuse_mount);
+  ASSERT_TRUE(aborted.ok()) << aborted;
+  ASSERT_EQ(held.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "the abort did not end the wait";
+  EXPECT_NE(held.get(), 0) << "the lost write cannot have succeeded";
+  EXPECT_TRUE(Unpublish("vol-lost", target).ok());
+  const grpc::Status unstaged = Unstage("vol-lost", Staging("vol-lost"));
+  EXPECT_TRUE(unstaged.ok()) << unstaged.error_message();
 }
 
 TEST_F(FuseRingTest, WithoutTheModuleParameterTheClassicLoopServesAndSaysWhy) {

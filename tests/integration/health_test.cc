@@ -7,8 +7,6 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,9 +42,6 @@ namespace {
 namespace agentpb = ::stagehand::agent::v1;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kFuseControl[] = "/sys/fs/fuse/connections";
-constexpr decltype(statfs::f_type) kFuseControlMagic = 0x65735543;  // FUSE_CTL_SUPER_MAGIC
 
 // The agent as the kubelet drives it: no reconciler, so nothing repairs what the test breaks
 // and what the agent reports comes from the built-in driver's own health checks.
@@ -287,31 +282,8 @@ TEST_F(HealthTest, AnAbortedFuseConnectionIsShownAndTheVolumeStillUnstages) {
   const std::vector<int> pids = testbed::SessionPidsUnder(root_);
   ASSERT_EQ(pids.size(), 1u);
 
-  // fusectl, mounted for the test if the host has not.
-  struct statfs control {};
-
-  const bool mounted_control =
-      statfs(kFuseControl, &control) == 0 && control.f_type != kFuseControlMagic;
-  if (mounted_control) {
-    ASSERT_EQ(mount("fusectl", kFuseControl, "fusectl", 0, nullptr), 0) << strerror(errno);
-  }
-  absl::Cleanup unmount_control = [mounted_control] {
-    if (mounted_control) {
-      umount2(kFuseControl, 0);
-    }
-  };
-
-  // The connection's directory is named after the mount's device number as the kernel keeps it.
-  struct stat fuse {};
-
-  ASSERT_EQ(stat(FuseMount().c_str(), &fuse), 0) << strerror(errno);
-  const std::string abort_file =
-      absl::StrCat(kFuseControl, "/", (major(fuse.st_dev) << 20) | minor(fuse.st_dev), "/abort");
-  {
-    const UniqueFd fd(open(abort_file.c_str(), O_WRONLY | O_CLOEXEC));
-    ASSERT_TRUE(fd) << abort_file << ": " << strerror(errno);
-    ASSERT_EQ(write(fd.Get(), "1", 1), 1) << strerror(errno);
-  }
+  const absl::Status aborted = testbed::AbortFuseConnection(FuseMount());
+  ASSERT_TRUE(aborted.ok()) << aborted;
   while (ProcessStartTime(pids[0]) != 0) {
     std::this_thread::yield();
   }

@@ -1,6 +1,8 @@
 #include "tests/integration/node_test_base.h"
 
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/wait.h>
 
 #include <iostream>
 
@@ -27,6 +29,16 @@ void NodeIntegrationTest::SetUpTestSuite() {
 void NodeIntegrationTest::TearDownTestSuite() {
   delete tgtd_;
   tgtd_ = nullptr;
+}
+
+void NodeIntegrationTest::FreezeTarget() {
+  ASSERT_EQ(kill(tgtd_->pid(), SIGSTOP), 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(tgtd_->pid()), &info, WSTOPPED | WNOWAIT), 0);
+}
+
+void NodeIntegrationTest::ThawTarget() {
+  (void)kill(tgtd_->pid(), SIGCONT);
 }
 
 void NodeIntegrationTest::SetUp() {

@@ -57,6 +57,11 @@ class NodeIntegrationTest : public ::testing::Test {
   // `done`.
   bool WaitForStatus(const std::function<bool(const state::v1::SessionStatus&)>& done) const;
 
+  // Stops tgtd with SIGSTOP (a hung target: its TCP connections stay open and nothing answers)
+  // and waits until it is stopped; ThawTarget continues it.
+  static void FreezeTarget();
+  static void ThawTarget();
+
   static testbed::Tgtd* tgtd_;
   static int next_tid_;
   int tid_ = 0;

@@ -6,10 +6,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,20 +20,17 @@
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/escaping.h>
 #include <absl/strings/match.h>
-#include <absl/strings/str_split.h>
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include "base/build_id.h"
 #include "base/file_io.h"
 #include "base/paths.h"
 #include "base/process.h"
-#include "base/spawn.h"
 #include "base/subprocess.h"
 #include "proto/state.pb.h"
 #include "session/counters_file.h"
 #include "testbed/stagehand_daemon.h"
+#include "tests/integration/fio.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/testing/dir_watch.h"
 
@@ -43,76 +38,6 @@ namespace stagehand::testing {
 namespace {
 
 using state::v1::SessionStatus;
-
-// The mount id of `path` in /proc/self/mountinfo ("" when not a mount point).
-std::string MountId(const std::string& path) {
-  auto text = ReadFileToString("/proc/self/mountinfo");
-  for (absl::string_view line : absl::StrSplit(text.value_or(""), '\n')) {
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
-    if (fields.size() > 4 && fields[4] == path) {
-      return std::string(fields[0]);
-    }
-  }
-  return "";
-}
-
-// fio writing and verifying a file until stopped.
-class Fio {
- public:
-  Fio(const std::string& file, const std::string& output) : output_(output) {
-    const std::vector<std::string> argv = {
-        "/usr/bin/fio",    "--name=succession",    "--filename=" + file, "--size=32M",
-        "--bs=4k",         "--rw=randwrite",       "--ioengine=psync",   "--fsync=8",
-        "--verify=crc32c", "--verify_backlog=256", "--verify_fatal=1",   "--time_based",
-        "--runtime=3600",  "--output-format=json", "--output=" + output, "--verify_state_save=0"};
-    std::vector<char*> cargv = SpawnArgv(argv);
-    if (posix_spawn(&pid_, cargv[0], nullptr, nullptr, cargv.data(), environ) != 0) {
-      pid_ = -1;
-    }
-  }
-
-  ~Fio() { (void)Stop(); }
-
-  Fio(const Fio&) = delete;
-  Fio& operator=(const Fio&) = delete;
-
-  bool running() const { return pid_ > 0; }
-
-  // Stops it (SIGINT: it finishes the verification in flight and reports) and returns its
-  // report; nullopt when there was none.
-  std::optional<google::protobuf::Struct> Stop() {
-    if (pid_ <= 0) {
-      return std::nullopt;
-    }
-    kill(pid_, SIGINT);
-    int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    auto text = ReadFileToString(output_);
-    if (!text.ok() || text->find('{') == std::string::npos) {
-      return std::nullopt;
-    }
-    google::protobuf::Struct report;
-    if (!google::protobuf::util::JsonStringToMessage(text->substr(text->find('{')), &report).ok()) {
-      return std::nullopt;
-    }
-    return report;
-  }
-
- private:
-  std::string output_;
-  pid_t pid_ = -1;
-};
-
-const google::protobuf::Struct& Job(const google::protobuf::Struct& report) {
-  return report.fields().at("jobs").list_value().values(0).struct_value();
-}
-
-double Number(const google::protobuf::Struct& s, const std::string& a, const std::string& b = "") {
-  const auto& v = s.fields().at(a);
-  return b.empty() ? v.number_value() : v.struct_value().fields().at(b).number_value();
-}
 
 class SessionSuccessionTest : public NodeIntegrationTest {
  protected:
@@ -133,7 +58,7 @@ class SessionSuccessionTest : public NodeIntegrationTest {
 };
 
 TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNothing) {
-  if (access("/usr/bin/fio", X_OK) != 0) {
+  if (!HaveFio()) {
     GTEST_SKIP() << "fio is not installed";
   }
   AddLun();
@@ -163,10 +88,10 @@ TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNo
   const auto report = fio.Stop();
 
   ASSERT_TRUE(report.has_value());
-  const auto& job = Job(*report);
-  EXPECT_EQ(Number(job, "error"), 0) << "no write, fsync or verification failed";
-  EXPECT_GT(Number(job, "write", "io_bytes"), 0);
-  EXPECT_GT(Number(job, "read", "io_bytes"), 0) << "written data was read back and verified";
+  const auto& job = FioJob(*report);
+  EXPECT_EQ(FioNumber(job, "error"), 0) << "no write, fsync or verification failed";
+  EXPECT_GT(FioNumber(job, "write", "io_bytes"), 0);
+  EXPECT_GT(FioNumber(job, "read", "io_bytes"), 0) << "written data was read back and verified";
   EXPECT_EQ(MountId(Staging("vol-kill")), staging_mount);
   EXPECT_EQ(MountId(target), publish_mount);
   EXPECT_EQ(testbed::LoopsUnder(root_), loops);
@@ -181,7 +106,7 @@ TEST_F(SessionSuccessionTest, TwentyKillsUnderVerifiedWritesLoseNothingAndMoveNo
 // time the session starts a keeper that adopts it at once, so the session's death that follows
 // is survived as ever. Nothing fails, nothing moves, and unstage leaves no keeper behind.
 TEST_F(SessionSuccessionTest, KeeperThenSessionKillsUnderVerifiedWritesLoseNothing) {
-  if (access("/usr/bin/fio", X_OK) != 0) {
+  if (!HaveFio()) {
     GTEST_SKIP() << "fio is not installed";
   }
   AddLun();
@@ -212,9 +137,9 @@ TEST_F(SessionSuccessionTest, KeeperThenSessionKillsUnderVerifiedWritesLoseNothi
   const auto report = fio.Stop();
 
   ASSERT_TRUE(report.has_value());
-  const auto& job = Job(*report);
-  EXPECT_EQ(Number(job, "error"), 0) << "no write, fsync or verification failed";
-  EXPECT_GT(Number(job, "write", "io_bytes"), 0);
+  const auto& job = FioJob(*report);
+  EXPECT_EQ(FioNumber(job, "error"), 0) << "no write, fsync or verification failed";
+  EXPECT_GT(FioNumber(job, "write", "io_bytes"), 0);
   EXPECT_EQ(MountId(target), publish_mount);
   EXPECT_EQ(testbed::LoopsUnder(root_), loops);
   csi::v1::NodeGetVolumeHealthResponse health;
@@ -357,7 +282,7 @@ std::string OtherBuildOfSessionBinary(const std::string& dir) {
 }
 
 TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnderVerifiedWrites) {
-  if (access("/usr/bin/fio", X_OK) != 0) {
+  if (!HaveFio()) {
     GTEST_SKIP() << "fio is not installed";
   }
   const std::string old_binary = OtherBuildOfSessionBinary(root_);
@@ -399,7 +324,7 @@ TEST_F(SessionSuccessionTest, AnAgentOfAnotherBuildReplacesTheSessionInPlaceUnde
   const auto report = fio.Stop();
 
   ASSERT_TRUE(report.has_value());
-  EXPECT_EQ(Number(Job(*report), "error"), 0) << "no write, fsync or verification failed";
+  EXPECT_EQ(FioNumber(FioJob(*report), "error"), 0) << "no write, fsync or verification failed";
   EXPECT_EQ(ProcessStartTime(before->pid()), 0u) << "the old process is gone";
   EXPECT_EQ(MountId(Staging("vol-up")), staging_mount);
   EXPECT_EQ(MountId(target), publish_mount);

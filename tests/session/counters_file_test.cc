@@ -85,6 +85,25 @@ TEST_F(DataPathCountersTest, AFileOfTheFirstLayoutReadsWithoutAHeartbeat) {
   EXPECT_EQ(read->heartbeat_ns, 0u);
 }
 
+// A session started by the build before (it runs on after an upgrade of the agent).
+TEST_F(DataPathCountersTest, AFileOfTheSecondLayoutReadsWithNothingHeldByARing) {
+  DataPathCounters old;
+  old.version = 2;
+  old.write_ops = 5;
+  old.heartbeat_ns = 42;
+  old.ring_held = 9;  // Not part of version 2: cut off below.
+  const std::string bytes(reinterpret_cast<const char*>(&old),
+                          offsetof(DataPathCounters, ring_held));
+  ASSERT_TRUE(WriteFileAtomically(path_, bytes, 0600).ok());
+
+  auto read = ReadCounters(path_);
+
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->write_ops, 5u);
+  EXPECT_EQ(read->heartbeat_ns, 42u);
+  EXPECT_EQ(read->ring_held, 0u);
+}
+
 TEST(CountAddTest, NullCountersAreIgnored) {
   CountAdd(nullptr, &DataPathCounters::read_ops, 1);
 }

@@ -2,8 +2,14 @@
 // status and counters files, the loop device's sysfs attributes and /proc, never from its FUSE
 // mount (which hangs with the session).
 
-#include <absl/strings/str_cat.h>
+#include <string>
+#include <vector>
 
+#include <absl/strings/match.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
+
+#include "base/file_io.h"
 #include "base/process.h"
 #include "session/protocol.h"
 #include "transport/userspace/loop_device.h"
@@ -23,6 +29,14 @@ SessionHealth FromStatus(const SessionStatus& status) {
   SessionHealth h;
   switch (status.state()) {
     case SessionStatus::UP:
+      if (status.lost_ring_requests() > 0) {
+        h.message = absl::StrCat(
+            status.lost_ring_requests(),
+            " FUSE request(s) were held in the io_uring ring of a session process that died; the "
+            "kernel does not resend them, so the I/O waiting for them (a writer, the "
+            "filesystem's journal) waits until the FUSE connection is aborted");
+        h.reason = health::Reason::kFuseRequestsLost;
+      }
       break;
     case SessionStatus::IDENTITY_MISMATCH:
       h.message = absl::StrCat("LUN identity changed after reconnect: ", status.message());
@@ -45,6 +59,22 @@ SessionHealth FromStatus(const SessionStatus& status) {
       break;
   }
   return h;
+}
+
+// How to abort the FUSE connection mounted at `mountpoint`: its fusectl file, named after the
+// mount's device number, which /proc/self/mountinfo gives without touching the mount.
+std::string HowToAbort(const std::string& mountpoint) {
+  std::string control = "/sys/fs/fuse/connections/<N>/abort (N: the FUSE mount's minor number)";
+  auto mountinfo = ReadFileToString("/proc/self/mountinfo");
+  for (absl::string_view line : absl::StrSplit(mountinfo.ok() ? *mountinfo : "", '\n')) {
+    // "<id> <parent> <major>:<minor> <root> <mount point> ...".
+    const std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() > 4 && f[4] == mountpoint && absl::StartsWith(f[2], "0:")) {
+      control = absl::StrCat("/sys/fs/fuse/connections/", f[2].substr(2), "/abort");
+    }
+  }
+  return absl::StrCat("abort it (echo 1 > ", control,
+                      "), then unpublish and unstage the volume (restart the pods)");
 }
 
 // Whether the loop device still serves the session's LUN file; changes a healthy `h`.
@@ -106,6 +136,9 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
     return h;
   }
   h = FromStatus(*worker.status);
+  if (h.reason == health::Reason::kFuseRequestsLost) {
+    absl::StrAppend(&h.message, ": ", HowToAbort(session.fuse_mount()));
+  }
   CheckLoop(session, h);
   CheckAnswering(session, pid, h);
   CheckSupervised(*worker.status, pid, h);
