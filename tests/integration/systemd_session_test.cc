@@ -4,6 +4,7 @@
 // from the relocatable bundle, as it does under the host's systemd in Kubernetes.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "base/sha256.h"
 #include "base/subprocess.h"
 #include "proto/state.pb.h"
+#include "tests/integration/fio.h"
 #include "tests/integration/node_test_base.h"
 #include "tests/integration/user_systemd.h"
 #include "tests/testing/dir_watch.h"
@@ -222,6 +225,55 @@ TEST_F(SystemdSessionTest, AKilledSessionUnitIsRestartedAndTakesOverItsVolume) {
   EXPECT_EQ(health.volume_health().health_statuses_size(), 0) << health.DebugString();
   ASSERT_TRUE(Unpublish("vol-k", target).ok());
   ASSERT_TRUE(Unstage("vol-k", Staging("vol-k")).ok());
+  auto active = manager_->Systemctl({"is-active", session.unit()});
+  EXPECT_FALSE(active.ok() && absl::StartsWith(*active, "active")) << "stopped for good";
+}
+
+// `kill -9` of every stagehand process at once (the agent and the session: what `pkill -9
+// stagehand` does on a node), ten times under fio with verification. The unit's descriptor store
+// holds the FUSE connection, systemd restarts the session's unit, its successor takes over, and
+// the agent comes back to find it serving: nothing fails, nothing moves.
+TEST_F(SystemdSessionTest, KillingEveryStagehandProcessAtOnceUnderVerifiedWritesLosesNothing) {
+  ASSERT_NE(manager_, nullptr);
+  if (!HaveFio()) {
+    GTEST_SKIP() << "fio is not installed";
+  }
+  AddLun();
+  const std::string target = root_ + "/pod1";
+  ASSERT_TRUE(Stage(StageRequest("vol-all")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-all", target)).ok());
+  const std::string publish_mount = MountId(target);
+  const auto loops = testbed::LoopsUnder(root_);
+  const state::v1::UserspaceSessionRecord session = Record("vol-all").session().userspace();
+
+  Fio fio(target + "/data", root_ + "/fio.json");
+  ASSERT_TRUE(fio.running());
+  for (int round = 0; round < 10; ++round) {
+    const std::optional<state::v1::SessionStatus> before = SessionNow();
+    ASSERT_TRUE(before.has_value() && before->pid() > 0) << "round " << round;
+    const int pid = before->pid();
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    daemon_->Kill();
+    ASSERT_TRUE(WaitForStatus([pid](const state::v1::SessionStatus& s) {
+      return s.pid() != pid && s.took_over() && s.state() == state::v1::SessionStatus::UP;
+    })) << "round "
+        << round << ": no successor serves";
+    const absl::Status started = daemon_->Start();
+    ASSERT_TRUE(started.ok()) << "round " << round << ": " << started;
+  }
+  const auto report = fio.Stop();
+
+  ASSERT_TRUE(report.has_value());
+  const auto& job = FioJob(*report);
+  EXPECT_EQ(FioNumber(job, "error"), 0) << "no write, fsync or verification failed";
+  EXPECT_GT(FioNumber(job, "write", "io_bytes"), 0);
+  EXPECT_EQ(MountId(target), publish_mount);
+  EXPECT_EQ(testbed::LoopsUnder(root_), loops);
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-all", &health).ok());
+  EXPECT_EQ(health.volume_health().health_statuses_size(), 0) << health.DebugString();
+  ASSERT_TRUE(Unpublish("vol-all", target).ok());
+  ASSERT_TRUE(Unstage("vol-all", Staging("vol-all")).ok());
   auto active = manager_->Systemctl({"is-active", session.unit()});
   EXPECT_FALSE(active.ok() && absl::StartsWith(*active, "active")) << "stopped for good";
 }
