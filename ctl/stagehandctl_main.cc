@@ -7,6 +7,8 @@
 //   stagehandctl [--agent-socket /run/stagehand/agent.sock] agent status|volumes [--watch]|plugins
 //   stagehandctl iscsi discover --portal 10.0.0.5:3260
 //   stagehandctl iscsi probe --portal 10.0.0.5 --iqn iqn.… --lun 1
+//   stagehandctl iscsi reservation --portal 10.0.0.5 --iqn iqn.… --lun 1 [--node-id n1 ...]
+//   stagehandctl iscsi key --node-id n1 [--node-id n2 ...]
 //
 // Exit status: 0 success, 1 the call failed ("error: NOT_FOUND: …"), 2 usage error.
 
@@ -26,6 +28,7 @@
 #include "ctl/cli.h"
 #include "ctl/format.h"
 #include "ctl/iscsi_probe.h"
+#include "ctl/iscsi_reservation.h"
 #include "ctl/node_commands.h"
 #include "iscsi/target_spec.h"
 #include "proto/agent.grpc.pb.h"
@@ -49,7 +52,8 @@ struct IscsiArgs {
   std::string initiator_name;
   std::string secrets_file;
   std::vector<std::string> secrets;
-  int timeout_seconds = 10;  // --timeout when given: each iSCSI step.
+  int timeout_seconds = 10;           // --timeout when given: each iSCSI step.
+  std::vector<std::string> node_ids;  // Nodes to name reservation keys by.
 };
 
 void AddIscsiFlags(CLI::App* cmd, IscsiArgs& a) {
@@ -101,33 +105,90 @@ int IscsiDiscover(const Common& c, IscsiArgs& a) {
   return 0;
 }
 
-int IscsiProbe(const Common& c, IscsiArgs& a) {
+// The login for `probe` and `reservation`, validated as a volume context is (portal, iqn, lun
+// and CHAP pairs). Returns a usage error message or "".
+std::string ResolveLogin(IscsiArgs& a, stagehand::iscsi::LoginParams* params) {
   std::map<std::string, std::string> secrets;
   if (std::string usage = ResolveIscsiArgs(a, &secrets); !usage.empty()) {
-    return Usage(usage);
+    return usage;
   }
-  // The same validation as a volume context: portal, iqn, lun and CHAP pairs.
   auto spec =
       stagehand::iscsi::ParseTargetSpec({{stagehand::iscsi::kTargetPortalKey, a.portal},
                                          {stagehand::iscsi::kIqnKey, a.iqn},
                                          {stagehand::iscsi::kLunKey, std::to_string(a.lun)}},
                                         secrets);
   if (!spec.ok()) {
-    return Usage(std::string(spec.status().message()));
+    return std::string(spec.status().message());
   }
+  params->portal = spec->portals.front();
+  params->iqn = spec->iqn;
+  params->lun = spec->lun;
+  params->initiator_name = a.initiator_name;
+  params->chap = spec->session_chap;
+  params->timeout_seconds = a.timeout_seconds;
+  return "";
+}
+
+int IscsiProbe(const Common& c, IscsiArgs& a) {
   stagehand::iscsi::LoginParams params;
-  params.portal = spec->portals.front();
-  params.iqn = spec->iqn;
-  params.lun = spec->lun;
-  params.initiator_name = a.initiator_name;
-  params.chap = spec->session_chap;
-  params.timeout_seconds = a.timeout_seconds;
+  if (std::string usage = ResolveLogin(a, &params); !usage.empty()) {
+    return Usage(usage);
+  }
   auto result = stagehand::ctl::Probe(params);
   if (!result.ok()) {
     return Fail(result.status());
   }
   Print(c, stagehand::ctl::ToStruct(*result), stagehand::ctl::FormatProbe(*result));
   return 0;
+}
+
+int IscsiReservation(const Common& c, IscsiArgs& a) {
+  stagehand::iscsi::LoginParams params;
+  if (std::string usage = ResolveLogin(a, &params); !usage.empty()) {
+    return Usage(usage);
+  }
+  auto state = stagehand::ctl::ReadReservations(params);
+  if (!state.ok()) {
+    return Fail(state.status());
+  }
+  const stagehand::ctl::ReservationReport report{.portal = params.portal.ToString(),
+                                                 .iqn = params.iqn,
+                                                 .lun = params.lun,
+                                                 .state = *state,
+                                                 .node_ids = a.node_ids};
+  Print(c, stagehand::ctl::ToStruct(report), stagehand::ctl::FormatReservations(report));
+  return 0;
+}
+
+struct IscsiCommands {
+  CLI::App* iscsi = nullptr;
+  CLI::App* discover = nullptr;
+  CLI::App* probe = nullptr;
+  CLI::App* reservation = nullptr;
+  CLI::App* key = nullptr;
+};
+
+IscsiCommands AddIscsiCommands(CLI::App& app, IscsiArgs& is) {
+  IscsiCommands cmds;
+  cmds.iscsi = app.add_subcommand("iscsi", "Check an iSCSI target from this process (libiscsi)");
+  cmds.iscsi->require_subcommand(1);
+  cmds.discover = cmds.iscsi->add_subcommand("discover", "SendTargets discovery");
+  AddIscsiFlags(cmds.discover, is);
+  cmds.probe = cmds.iscsi->add_subcommand("probe", "Log in; INQUIRY, READ CAPACITY, identifiers");
+  AddIscsiFlags(cmds.probe, is);
+  cmds.probe->add_option("--iqn", is.iqn, "Target name")->required();
+  cmds.probe->add_option("--lun", is.lun, "LUN")->required();
+  cmds.reservation = cmds.iscsi->add_subcommand(
+      "reservation", "Log in; the LUN's persistent reservation and registered keys");
+  AddIscsiFlags(cmds.reservation, is);
+  cmds.reservation->add_option("--iqn", is.iqn, "Target name")->required();
+  cmds.reservation->add_option("--lun", is.lun, "LUN")->required();
+  cmds.reservation->add_option("--node-id", is.node_ids,
+                               "Name the keys of this node id (repeatable)");
+  cmds.key = cmds.iscsi->add_subcommand(
+      "key", "The reservation key prefix stagehand registers a node id under (no target)");
+  cmds.key->add_option("--node-id", is.node_ids, "Node id (repeatable)")->required();
+  return cmds;
 }
 
 }  // namespace
@@ -167,14 +228,7 @@ int main(int argc, char** argv) {
   auto* a_plugins = agent->add_subcommand("plugins", "Registered CSI plugins");
   a_plugins->add_flag("--wide", ag.wide, "Do not cut the error column to the terminal width");
 
-  auto* iscsi = app.add_subcommand("iscsi", "Check an iSCSI target from this process (libiscsi)");
-  iscsi->require_subcommand(1);
-  auto* i_discover = iscsi->add_subcommand("discover", "SendTargets discovery");
-  AddIscsiFlags(i_discover, is);
-  auto* i_probe = iscsi->add_subcommand("probe", "Log in; INQUIRY, READ CAPACITY, identifiers");
-  AddIscsiFlags(i_probe, is);
-  i_probe->add_option("--iqn", is.iqn, "Target name")->required();
-  i_probe->add_option("--lun", is.lun, "LUN")->required();
+  const IscsiCommands iscsi = AddIscsiCommands(app, is);
 
   try {
     app.parse(argc, argv);
@@ -197,11 +251,19 @@ int main(int argc, char** argv) {
     }
     return stagehand::ctl::AgentPlugins(c, ag, *stub);
   }
-  if (*iscsi) {
+  if (*iscsi.iscsi) {
     if (timeout->count() > 0) {
       is.timeout_seconds = c.timeout_seconds;
     }
-    return *i_discover ? IscsiDiscover(c, is) : IscsiProbe(c, is);
+    if (*iscsi.key) {
+      Print(c, stagehand::ctl::NodeKeysToStruct(is.node_ids),
+            stagehand::ctl::FormatNodeKeys(is.node_ids));
+      return 0;
+    }
+    if (*iscsi.reservation) {
+      return IscsiReservation(c, is);
+    }
+    return *iscsi.discover ? IscsiDiscover(c, is) : IscsiProbe(c, is);
   }
 
   if (c.endpoint.empty()) {

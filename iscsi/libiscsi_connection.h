@@ -14,6 +14,7 @@
 #include "iscsi/libiscsi_step.h"
 #include "iscsi/lun_capacity.h"
 #include "iscsi/lun_identity.h"
+#include "iscsi/persistent_reservation.h"
 #include "iscsi/target_spec.h"
 
 struct iscsi_context;
@@ -50,6 +51,16 @@ class Connection {
 
   absl::StatusOr<LunCapacity> ReadCapacity();
 
+  // PERSISTENT RESERVE IN: READ KEYS, then READ RESERVATION. Unimplemented when the target has
+  // no persistent reservations (ILLEGAL REQUEST).
+  absl::StatusOr<Reservations> ReadReservations();
+
+  // PERSISTENT RESERVE OUT `action` on this I_T nexus, LU scope (`type`: reserve, release and
+  // preempt). FailedPrecondition naming RESERVATION CONFLICT when the target refuses it as one;
+  // Unimplemented when it does not support the action (ILLEGAL REQUEST). Definitions in
+  // libiscsi_reservation.cc.
+  absl::Status ReserveOut(ReserveAction action, uint64_t key, uint64_t service_key, uint8_t type);
+
   // Logs out cleanly. The destructor does this too; call it to see the result.
   absl::Status Logout();
 
@@ -76,6 +87,11 @@ class Connection {
                                const std::function<scsi_task*(TaskStep*)>& start);
 
   absl::StatusOr<std::vector<uint8_t>> Inquiry(bool evpd, int page);
+  // The status of a persistent-reservation command that did not complete with GOOD.
+  absl::Status ReservationFailed(const std::string& what,
+                                 const absl::StatusOr<ScsiTask>& ran) const;
+  // One PERSISTENT RESERVE IN service action, `length` bytes at most.
+  absl::StatusOr<ScsiTask> ReserveIn(int action, uint16_t length);
   // A VPD page the target may lack: nullopt when it says it has none (ILLEGAL REQUEST);
   // Unavailable when the answer did not come or was anything else.
   absl::StatusOr<std::optional<std::vector<uint8_t>>> OptionalVpdPage(int page);

@@ -1,0 +1,113 @@
+#include "ctl/iscsi_reservation.h"
+
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_format.h>
+
+namespace stagehand::ctl {
+namespace {
+
+// The node of `key` among `node_ids`, or "".
+std::string Owner(uint64_t key, const std::vector<std::string>& node_ids) {
+  for (const std::string& id : node_ids) {
+    if (iscsi::IsNodeKey(key, id)) {
+      return id;
+    }
+  }
+  return "";
+}
+
+std::string Prefix(const std::string& node_id) {
+  return absl::StrFormat("0x%08x********", iscsi::NodeKeyPrefix(node_id));
+}
+
+google::protobuf::Value String(const std::string& s) {
+  google::protobuf::Value v;
+  v.set_string_value(s);
+  return v;
+}
+
+google::protobuf::Value Number(double d) {
+  google::protobuf::Value v;
+  v.set_number_value(d);
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& params) {
+  SH_ASSIGN_OR_RETURN(auto conn, iscsi::Connection::Login(params));
+  SH_ASSIGN_OR_RETURN(iscsi::Reservations r, conn->ReadReservations());
+  SH_RETURN_IF_ERROR(conn->Logout());
+  return r;
+}
+
+google::protobuf::Struct ToStruct(const ReservationReport& r) {
+  google::protobuf::Struct s;
+  auto& f = *s.mutable_fields();
+  f["portal"] = String(r.portal);
+  f["iqn"] = String(r.iqn);
+  f["lun"] = Number(r.lun);
+  f["generation"] = Number(r.state.generation);
+  auto* keys = f["registrations"].mutable_list_value();
+  for (uint64_t key : r.state.keys) {
+    google::protobuf::Value entry;
+    auto& e = *entry.mutable_struct_value()->mutable_fields();
+    e["key"] = String(iscsi::FormatKey(key));
+    e["node"] = String(Owner(key, r.node_ids));
+    *keys->add_values() = std::move(entry);
+  }
+  if (r.state.holder) {
+    auto& h = *f["reservation"].mutable_struct_value()->mutable_fields();
+    h["key"] = String(iscsi::FormatKey(*r.state.holder));
+    h["node"] = String(Owner(*r.state.holder, r.node_ids));
+    h["type"] = String(iscsi::ReservationTypeName(r.state.type));
+  }
+  return s;
+}
+
+std::string FormatReservations(const ReservationReport& r) {
+  auto named = [&](uint64_t key) {
+    const std::string owner = Owner(key, r.node_ids);
+    return owner.empty() ? iscsi::FormatKey(key)
+                         : absl::StrCat(iscsi::FormatKey(key), " (node ", owner, ")");
+  };
+  std::string out = absl::StrCat("target:        ", r.iqn, " lun ", r.lun, " at ", r.portal, "\n",
+                                 "generation:    ", r.state.generation, "\n");
+  if (r.state.keys.empty()) {
+    absl::StrAppend(&out, "registrations: none\n");
+  } else {
+    absl::StrAppend(&out, "registrations:\n");
+    for (uint64_t key : r.state.keys) {
+      absl::StrAppend(&out, "  ", named(key), "\n");
+    }
+  }
+  absl::StrAppend(&out, "reservation:   ",
+                  r.state.holder ? absl::StrCat(named(*r.state.holder), ", ",
+                                                iscsi::ReservationTypeName(r.state.type))
+                                 : "none",
+                  "\n");
+  return out;
+}
+
+std::string FormatNodeKeys(const std::vector<std::string>& node_ids) {
+  std::string out;
+  for (const std::string& id : node_ids) {
+    absl::StrAppend(&out, id, "  ", Prefix(id), "\n");
+  }
+  return out;
+}
+
+google::protobuf::Struct NodeKeysToStruct(const std::vector<std::string>& node_ids) {
+  google::protobuf::Struct s;
+  auto* list = (*s.mutable_fields())["nodes"].mutable_list_value();
+  for (const std::string& id : node_ids) {
+    google::protobuf::Value entry;
+    auto& e = *entry.mutable_struct_value()->mutable_fields();
+    e["nodeId"] = String(id);
+    e["keyPrefix"] = String(Prefix(id));
+    *list->add_values() = std::move(entry);
+  }
+  return s;
+}
+
+}  // namespace stagehand::ctl

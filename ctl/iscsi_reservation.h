@@ -1,0 +1,38 @@
+#pragma once
+
+// stagehandctl's view of a LUN's SCSI-3 persistent reservations (`iscsi reservation`) and of the
+// keys a node registers under (`iscsi key`): who holds a LUN, and whose each key is.
+
+#include <string>
+#include <vector>
+
+#include <google/protobuf/struct.pb.h>
+
+#include "base/status.h"
+#include "iscsi/libiscsi_connection.h"
+#include "iscsi/persistent_reservation.h"
+
+namespace stagehand::ctl {
+
+struct ReservationReport {
+  std::string portal;
+  std::string iqn;
+  uint32_t lun = 0;
+  iscsi::Reservations state;
+  // Node ids to name the keys by (--node-id): a key is a node's when its upper 32 bits are
+  // that node's prefix.
+  std::vector<std::string> node_ids;
+};
+
+// Logs in, reads the LUN's registrations and reservation (PERSISTENT RESERVE IN) and logs out.
+absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& params);
+
+// For `-o json` and for people.
+google::protobuf::Struct ToStruct(const ReservationReport& r);
+std::string FormatReservations(const ReservationReport& r);
+
+// `iscsi key`: each node id with its key prefix ("node-a  0x1a2b3c4d********").
+std::string FormatNodeKeys(const std::vector<std::string>& node_ids);
+google::protobuf::Struct NodeKeysToStruct(const std::vector<std::string>& node_ids);
+
+}  // namespace stagehand::ctl
