@@ -31,6 +31,19 @@ void NodeIntegrationTest::TearDownTestSuite() {
   tgtd_ = nullptr;
 }
 
+std::unique_ptr<iscsi::Connection> NodeIntegrationTest::LoginAs(const std::string& name) const {
+  iscsi::LoginParams params;
+  auto portal = iscsi::ParsePortal(tgtd_->portal());
+  EXPECT_TRUE(portal.ok()) << portal.status();
+  params.portal = portal.value_or(iscsi::Portal{});
+  params.iqn = Iqn();
+  params.lun = 1;
+  params.initiator_name = name;
+  auto conn = iscsi::Connection::Login(params);
+  EXPECT_TRUE(conn.ok()) << conn.status();
+  return conn.ok() ? std::move(*conn) : nullptr;
+}
+
 void NodeIntegrationTest::FreezeTarget() {
   ASSERT_EQ(kill(tgtd_->pid(), SIGSTOP), 0);
   siginfo_t info{};

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "iscsi/libiscsi_connection.h"
 #include "proto/state.pb.h"
 #include "testbed/stagehand_daemon.h"
 #include "testbed/tgtd.h"
@@ -56,6 +57,10 @@ class NodeIntegrationTest : public ::testing::Test {
   // Waits (inotify on the session's directory, up to a minute) until its status satisfies
   // `done`.
   bool WaitForStatus(const std::function<bool(const state::v1::SessionStatus&)>& done) const;
+
+  // A login to LUN 1 of this test's target as the initiator `name` (null, with a failure, when
+  // it fails).
+  std::unique_ptr<iscsi::Connection> LoginAs(const std::string& name) const;
 
   // Stops tgtd with SIGSTOP (a hung target: its TCP connections stay open and nothing answers)
   // and waits until it is stopped; ThawTarget continues it.

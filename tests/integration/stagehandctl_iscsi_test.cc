@@ -29,20 +29,6 @@ class StagehandctlIscsiTest : public NodeIntegrationTest {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : ProcessResult{};
   }
-
-  // A login to LUN 1 of this test's target as the initiator `name`.
-  std::unique_ptr<iscsi::Connection> Login(const std::string& name) const {
-    iscsi::LoginParams params;
-    auto portal = iscsi::ParsePortal(tgtd_->portal());
-    EXPECT_TRUE(portal.ok()) << portal.status();
-    params.portal = portal.value_or(iscsi::Portal{});
-    params.iqn = Iqn();
-    params.lun = 1;
-    params.initiator_name = name;
-    auto conn = iscsi::Connection::Login(params);
-    EXPECT_TRUE(conn.ok()) << conn.status();
-    return conn.ok() ? std::move(*conn) : nullptr;
-  }
 };
 
 TEST_F(StagehandctlIscsiTest, DiscoverListsTheTargetWithItsPortal) {
@@ -69,8 +55,8 @@ TEST_F(StagehandctlIscsiTest, ProbeReadsTheLunsCapacity) {
 TEST_F(StagehandctlIscsiTest, ReservationNamesTheHolderAndEveryKeyByNode) {
   using iscsi::ReserveAction;
   AddLun();
-  auto a = Login("iqn.2026-12.dev.stagehand:node-a");
-  auto b = Login("iqn.2026-12.dev.stagehand:node-b");
+  auto a = LoginAs("iqn.2026-12.dev.stagehand:node-a");
+  auto b = LoginAs("iqn.2026-12.dev.stagehand:node-b");
   ASSERT_TRUE(a != nullptr && b != nullptr);
   const uint64_t key_a = iscsi::NodeKey("node-a", 1);
   const uint64_t key_b = iscsi::NodeKey("node-b", 7);
