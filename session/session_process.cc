@@ -382,13 +382,13 @@ class Session {
                       : std::chrono::steady_clock::now();
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/false));
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/true));
-    SH_RETURN_IF_ERROR(
-        Introduce("taking over the FUSE connection of a session process that ended"));
-    status_.set_took_over(true);
-    if (read) {  // Before this process replaces the counters file.
+    if (read) {  // Before this process replaces the counters file, and on its first status.
       status_.set_lost_ring_requests(
           LostRingRequests(last, ReadCounters(RuntimePath(config_.runtime_dir(), kCountersFile))));
     }
+    SH_RETURN_IF_ERROR(
+        Introduce("taking over the FUSE connection of a session process that ended"));
+    status_.set_took_over(true);
     if (status_.lost_ring_requests() > last.lost_ring_requests()) {
       std::fprintf(stderr,
                    "stagehand-session: volume %s: session process %d died holding FUSE requests "
