@@ -254,4 +254,16 @@ std::string FormatPlugins(const agent::v1::ListPluginsResponse& r, size_t max_wi
   return out;
 }
 
+google::protobuf::Value StringValue(const std::string& s) {
+  google::protobuf::Value v;
+  v.set_string_value(s);
+  return v;
+}
+
+google::protobuf::Value NumberValue(double d) {
+  google::protobuf::Value v;
+  v.set_number_value(d);
+  return v;
+}
+
 }  // namespace stagehand::ctl

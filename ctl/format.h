@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <google/protobuf/struct.pb.h>
+
 #include "base/status.h"
 #include "proto/agent.pb.h"
 
@@ -55,5 +57,9 @@ std::string FormatVolumes(const agent::v1::ListVolumesResponse& r, size_t max_wi
 
 // `agent plugins`: the table, then pending registration sockets with their errors.
 std::string FormatPlugins(const agent::v1::ListPluginsResponse& r, size_t max_width);
+
+// Values for `-o json` documents built as google.protobuf.Struct.
+google::protobuf::Value StringValue(const std::string& s);
+google::protobuf::Value NumberValue(double d);
 
 }  // namespace stagehand::ctl

@@ -35,18 +35,6 @@ std::string ReadRevision(iscsi::Connection& conn) {
   return rev;
 }
 
-google::protobuf::Value StringValue(const std::string& s) {
-  google::protobuf::Value v;
-  v.set_string_value(s);
-  return v;
-}
-
-google::protobuf::Value NumberValue(double d) {
-  google::protobuf::Value v;
-  v.set_number_value(d);
-  return v;
-}
-
 google::protobuf::Value StringList(const std::vector<std::string>& items) {
   google::protobuf::Value v;
   auto* list = v.mutable_list_value();

@@ -3,6 +3,8 @@
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 
+#include "ctl/format.h"
+
 namespace stagehand::ctl {
 namespace {
 
@@ -20,18 +22,6 @@ std::string Prefix(const std::string& node_id) {
   return absl::StrFormat("0x%08x********", iscsi::NodeKeyPrefix(node_id));
 }
 
-google::protobuf::Value String(const std::string& s) {
-  google::protobuf::Value v;
-  v.set_string_value(s);
-  return v;
-}
-
-google::protobuf::Value Number(double d) {
-  google::protobuf::Value v;
-  v.set_number_value(d);
-  return v;
-}
-
 }  // namespace
 
 absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& params) {
@@ -44,23 +34,23 @@ absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& p
 google::protobuf::Struct ToStruct(const ReservationReport& r) {
   google::protobuf::Struct s;
   auto& f = *s.mutable_fields();
-  f["portal"] = String(r.portal);
-  f["iqn"] = String(r.iqn);
-  f["lun"] = Number(r.lun);
-  f["generation"] = Number(r.state.generation);
+  f["portal"] = StringValue(r.portal);
+  f["iqn"] = StringValue(r.iqn);
+  f["lun"] = NumberValue(r.lun);
+  f["generation"] = NumberValue(r.state.generation);
   auto* keys = f["registrations"].mutable_list_value();
   for (uint64_t key : r.state.keys) {
     google::protobuf::Value entry;
     auto& e = *entry.mutable_struct_value()->mutable_fields();
-    e["key"] = String(iscsi::FormatKey(key));
-    e["node"] = String(Owner(key, r.node_ids));
+    e["key"] = StringValue(iscsi::FormatKey(key));
+    e["node"] = StringValue(Owner(key, r.node_ids));
     *keys->add_values() = std::move(entry);
   }
   if (r.state.holder) {
     auto& h = *f["reservation"].mutable_struct_value()->mutable_fields();
-    h["key"] = String(iscsi::FormatKey(*r.state.holder));
-    h["node"] = String(Owner(*r.state.holder, r.node_ids));
-    h["type"] = String(iscsi::ReservationTypeName(r.state.type));
+    h["key"] = StringValue(iscsi::FormatKey(*r.state.holder));
+    h["node"] = StringValue(Owner(*r.state.holder, r.node_ids));
+    h["type"] = StringValue(iscsi::ReservationTypeName(r.state.type));
   }
   return s;
 }
@@ -103,8 +93,8 @@ google::protobuf::Struct NodeKeysToStruct(const std::vector<std::string>& node_i
   for (const std::string& id : node_ids) {
     google::protobuf::Value entry;
     auto& e = *entry.mutable_struct_value()->mutable_fields();
-    e["nodeId"] = String(id);
-    e["keyPrefix"] = String(Prefix(id));
+    e["nodeId"] = StringValue(id);
+    e["keyPrefix"] = StringValue(Prefix(id));
     *list->add_values() = std::move(entry);
   }
   return s;
