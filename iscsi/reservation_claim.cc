@@ -34,8 +34,19 @@ absl::Status Fenced(const std::optional<uint64_t>& holder) {
 
 }  // namespace
 
-absl::Status ClaimReservation(Connection& conn, uint64_t key, bool held_before) {
+// The target lost every registration since `held_at` (a restart without persistence): no
+// key, no reservation, and a generation that went back (it only ever moves forward otherwise).
+bool TargetForgot(const Reservations& r, uint32_t held_at) {
+  return r.keys.empty() && !r.holder && r.generation < held_at;
+}
+
+absl::StatusOr<uint32_t> ClaimReservation(Connection& conn, uint64_t key,
+                                          std::optional<uint32_t> held_at) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
+  if (held_at && !Listed(before, key) && TargetForgot(before, *held_at)) {
+    held_at.reset();
+  }
+  const bool held_before = held_at.has_value();
   if (held_before && !Listed(before, key)) {
     return Fenced(before.holder);
   }
@@ -51,7 +62,7 @@ absl::Status ClaimReservation(Connection& conn, uint64_t key, bool held_before) 
   // read above and these commands.
   absl::StatusOr<Reservations> after = conn.ReadReservations();
   if (taken.ok() && after.ok() && after->holder == key) {
-    return absl::OkStatus();
+    return after->generation;
   }
   (void)conn.ReserveOut(ReserveAction::kRegister, key, 0, 0);  // Unregisters this nexus.
   if (!taken.ok() && taken.code() != absl::StatusCode::kFailedPrecondition) {
@@ -61,6 +72,14 @@ absl::Status ClaimReservation(Connection& conn, uint64_t key, bool held_before) 
     return after.status();
   }
   return held_before ? Fenced(after->holder) : HeldByAnother(after->holder);
+}
+
+absl::Status JoinReservation(Connection& conn, uint64_t key) {
+  SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
+  if (!Listed(before, key)) {
+    return Fenced(before.holder);
+  }
+  return conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, key, 0);
 }
 
 absl::Status ReleaseReservation(Connection& conn, uint64_t key) {

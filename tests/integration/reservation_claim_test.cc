@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <absl/strings/match.h>
@@ -61,8 +62,8 @@ TEST_F(ReservationClaimTest, OneNodeHoldsTheLunAndTheOtherIsRefusedUnregistered)
   auto b = LoginAs(kNodeB);
   ASSERT_TRUE(a != nullptr && b != nullptr);
 
-  ASSERT_TRUE(iscsi::ClaimReservation(*a, key_a_, /*held_before=*/false).ok());
-  const absl::Status refused = iscsi::ClaimReservation(*b, key_b_, /*held_before=*/false);
+  ASSERT_TRUE(iscsi::ClaimReservation(*a, key_a_, /*held_at=*/std::nullopt).ok());
+  const absl::Status refused = iscsi::ClaimReservation(*b, key_b_, std::nullopt).status();
 
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), iscsi::FormatKey(key_a_))) << refused;
@@ -76,24 +77,28 @@ TEST_F(ReservationClaimTest, OneNodeHoldsTheLunAndTheOtherIsRefusedUnregistered)
 // A reconnect, or a successor process, is a new nexus: the registration and reservation of the
 // one it lost stay behind as orphans. The new login takes them over and removes the orphan.
 TEST_F(ReservationClaimTest, ANewLoginOfTheHolderTakesItsReservationBackFromTheLostNexus) {
+  uint32_t held_at = 0;
   {
     auto first = LoginAs(kNodeA);
     ASSERT_NE(first, nullptr);
-    ASSERT_TRUE(iscsi::ClaimReservation(*first, key_a_, false).ok());
+    auto claimed = iscsi::ClaimReservation(*first, key_a_, std::nullopt);
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    held_at = *claimed;
   }  // Logged out: its registration and the reservation are orphaned.
   ASSERT_EQ(Now().holder, key_a_);
   auto again = LoginAs(kNodeA);
   ASSERT_NE(again, nullptr);
 
-  const absl::Status claimed = iscsi::ClaimReservation(*again, key_a_, /*held_before=*/true);
+  const auto claimed = iscsi::ClaimReservation(*again, key_a_, held_at);
 
-  ASSERT_TRUE(claimed.ok()) << claimed;
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_GT(*claimed, held_at) << "the takeover moved the generation";
   const iscsi::Reservations now = Now();
   EXPECT_EQ(now.holder, key_a_);
   EXPECT_EQ(Count(now, key_a_), 1u) << "the orphaned registration is gone";
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(iscsi::ClaimReservation(*b, key_b_, false).code(),
+  EXPECT_EQ(iscsi::ClaimReservation(*b, key_b_, std::nullopt).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(iscsi::ReleaseReservation(*again, key_a_).ok());
 }
@@ -103,7 +108,8 @@ TEST_F(ReservationClaimTest, ANewLoginOfTheHolderTakesItsReservationBackFromTheL
 TEST_F(ReservationClaimTest, AHolderThatWasPreemptedIsFencedAndStaysUnregistered) {
   auto a = LoginAs(kNodeA);
   ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(iscsi::ClaimReservation(*a, key_a_, false).ok());
+  auto held_at = iscsi::ClaimReservation(*a, key_a_, std::nullopt);
+  ASSERT_TRUE(held_at.ok()) << held_at.status();
   a.reset();  // Node A is cut off.
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
@@ -114,7 +120,8 @@ TEST_F(ReservationClaimTest, AHolderThatWasPreemptedIsFencedAndStaysUnregistered
 
   auto back = LoginAs(kNodeA);
   ASSERT_NE(back, nullptr);
-  const absl::Status fenced = iscsi::ClaimReservation(*back, key_a_, /*held_before=*/true);
+  const absl::Status fenced = iscsi::ClaimReservation(*back, key_a_, *held_at).status();
+  EXPECT_EQ(iscsi::JoinReservation(*back, key_a_).code(), absl::StatusCode::kPermissionDenied);
 
   EXPECT_EQ(fenced.code(), absl::StatusCode::kPermissionDenied) << fenced;
   const iscsi::Reservations now = Now();
@@ -131,7 +138,7 @@ TEST_F(ReservationClaimTest, AReleaseLeavesNothingAndTheOtherNodeClaimsAtOnce) {
   {
     auto first = LoginAs(kNodeA);
     ASSERT_NE(first, nullptr);
-    ASSERT_TRUE(iscsi::ClaimReservation(*first, key_a_, false).ok());
+    ASSERT_TRUE(iscsi::ClaimReservation(*first, key_a_, std::nullopt).ok());
   }
   auto a = LoginAs(kNodeA);
   ASSERT_NE(a, nullptr);
@@ -143,8 +150,30 @@ TEST_F(ReservationClaimTest, AReleaseLeavesNothingAndTheOtherNodeClaimsAtOnce) {
   EXPECT_FALSE(now.holder.has_value());
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
-  EXPECT_TRUE(iscsi::ClaimReservation(*b, key_b_, false).ok());
+  EXPECT_TRUE(iscsi::ClaimReservation(*b, key_b_, std::nullopt).ok());
   EXPECT_TRUE(iscsi::ReleaseReservation(*b, key_b_).ok());
+}
+
+// A process that takes a volume over while the holder's nexus still serves (an upgrade) joins
+// it: both nexuses are registered, the reservation stays, and the other node is still refused.
+TEST_F(ReservationClaimTest, ANexusJoinsTheHoldersRegistrationWithoutTakingItAway) {
+  auto a = LoginAs(kNodeA);
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(iscsi::ClaimReservation(*a, key_a_, std::nullopt).ok());
+  auto joining = LoginAs(kNodeA);
+  ASSERT_NE(joining, nullptr);
+
+  const absl::Status joined = iscsi::JoinReservation(*joining, key_a_);
+
+  ASSERT_TRUE(joined.ok()) << joined;
+  const iscsi::Reservations now = Now();
+  EXPECT_EQ(now.holder, key_a_);
+  EXPECT_EQ(Count(now, key_a_), 2u);
+  auto b = LoginAs(kNodeB);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(iscsi::JoinReservation(*b, key_b_).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(iscsi::ReleaseReservation(*joining, key_a_).ok());
+  EXPECT_TRUE(Now().keys.empty());
 }
 
 }  // namespace
