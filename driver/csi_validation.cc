@@ -140,4 +140,10 @@ bool IsReaderOnly(AccessMode::Mode mode) {
   return mode == AccessMode::SINGLE_NODE_READER_ONLY || mode == AccessMode::MULTI_NODE_READER_ONLY;
 }
 
+bool IsSingleNode(AccessMode::Mode mode) {
+  return mode == AccessMode::SINGLE_NODE_WRITER || mode == AccessMode::SINGLE_NODE_READER_ONLY ||
+         mode == AccessMode::SINGLE_NODE_SINGLE_WRITER ||
+         mode == AccessMode::SINGLE_NODE_MULTI_WRITER;
+}
+
 }  // namespace stagehand::driver

@@ -44,4 +44,7 @@ absl::StatusOr<CapabilitySpec> ParseCapability(const csi::v1::VolumeCapability& 
 // SINGLE_NODE_READER_ONLY or MULTI_NODE_READER_ONLY.
 bool IsReaderOnly(csi::v1::VolumeCapability::AccessMode::Mode mode);
 
+// A single-node mode (SINGLE_NODE_*): the LUN is reserved for the node that stages it.
+bool IsSingleNode(csi::v1::VolumeCapability::AccessMode::Mode mode);
+
 }  // namespace stagehand::driver

@@ -15,7 +15,9 @@
 #include "base/log.h"
 #include "base/paths.h"
 #include "base/sha256.h"
+#include "driver/csi_validation.h"
 #include "driver/lun_claims.h"
+#include "iscsi/persistent_reservation.h"
 #include "mounter/format_decision.h"
 
 namespace stagehand::driver {
@@ -73,6 +75,11 @@ transport::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStage
   attach.read_only = cap.read_only_mode;
   attach.replacement_timeout_seconds =
       target.replacement_timeout_seconds.value_or(options_.replacement_timeout_seconds);
+  // One writer across nodes: the LUN is reserved under this node's key before its first
+  // write (fsck, mkfs, mount), unless the volume opts out.
+  if (IsSingleNode(cap.access_mode) && !target.reservation_off) {
+    attach.reservation_key = iscsi::NodeKey(options_.node_id, 0);
+  }
   return attach;
 }
 

@@ -32,6 +32,7 @@ enum class Reason {
   kMultipathDegraded,         // Some paths of a dm-multipath map fail.
   kSessionUnsupervised,       // The session serves, but nothing would replace it if it died.
   kFuseRequestsLost,          // A dead io_uring ring held requests: what waits on them hangs.
+  kFenced,                    // Another node took the LUN's reservation over: I/O fails closed.
 };
 
 // What the problem does to the volume: CSI's VolumeHealthErrorType.

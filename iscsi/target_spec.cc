@@ -301,6 +301,15 @@ absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::stri
     }
     spec.replacement_timeout_seconds = seconds;
   }
+  if (auto takeover = Lookup(context, kTakeoverAfterKey)) {
+    if (absl::StripAsciiWhitespace(*takeover) != "off") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'takeoverAfter' is '", *takeover,
+          "': only \"off\" is accepted (stage without a reservation); the automatic takeover "
+          "of a dead holder is not built yet"));
+    }
+    spec.reservation_off = true;
+  }
   SH_ASSIGN_OR_RETURN(spec.session_chap, ParseChap(secrets, "node.session.auth"));
   SH_ASSIGN_OR_RETURN(spec.discovery_chap, ParseChap(secrets, "node.sendtargets.auth"));
   return spec;

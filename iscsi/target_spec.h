@@ -41,6 +41,10 @@ struct TargetSpec {
   std::optional<ChapCredentials> discovery_chap;
   // `replacementTimeout` in seconds (1..86400); unset: the node's default.
   std::optional<uint32_t> replacement_timeout_seconds;
+  // `takeoverAfter: "off"`: a single-node volume is staged without a persistent reservation
+  // (another node could write to it too). Automatic takeover of a dead holder after N seconds
+  // is not built yet: "off" is the only value accepted.
+  bool reservation_off = false;
 };
 
 // Volume-context keys.
@@ -51,6 +55,7 @@ inline constexpr char kLunKey[] = "lun";
 inline constexpr char kExpectedWwnKey[] = "expectedWWN";
 inline constexpr char kExpectedSerialKey[] = "expectedSerial";
 inline constexpr char kReplacementTimeoutKey[] = "replacementTimeout";
+inline constexpr char kTakeoverAfterKey[] = "takeoverAfter";
 
 // Parses "host", "host:port", "[v6]" or "[v6]:port". InvalidArgument with a message that names
 // the bad value otherwise.

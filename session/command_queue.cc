@@ -163,6 +163,15 @@ void CommandQueue::OnTaskDone(iscsi_context* /*ctx*/, int status, void* command_
     case CompletionAction::kFail:
       r->Fail(EIO, self->options_.counters);
       return;
+    case CompletionAction::kFenced:
+      r->Fail(EIO, self->options_.counters);
+      if (!self->failed_closed_) {
+        self->FailClosed();
+        if (self->options_.on_fenced) {
+          self->options_.on_fenced();
+        }
+      }
+      return;
   }
 }
 

@@ -33,6 +33,9 @@ struct CommandQueueOptions {
   std::function<void(const iscsi::LunCapacity&)> on_capacity;
   // A capacity refresh is over (whether or not it could read anything).
   std::function<void()> on_capacity_refreshed;
+  // The target answered RESERVATION CONFLICT: the queue failed closed (another node holds the
+  // LUN). Called once.
+  std::function<void()> on_fenced;
 };
 
 class CommandQueue {
@@ -92,7 +95,8 @@ class CommandQueue {
 
   bool Expired() const { return expired_; }
 
-  // The LUN is another one: what waits fails with EIO, and so does everything from now on.
+  // The LUN is another one, or another node's now: what waits fails with EIO, and so does
+  // everything from now on.
   void FailClosed();
 
   bool FailedClosed() const { return failed_closed_; }

@@ -239,6 +239,7 @@ std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, iscsi::
   s->board.on_status = std::move(options.on_status);
   s->board.status.portal = options.login.portal.ToString();
   s->board.status.capacity_bytes = options.capacity.Bytes();
+  s->board.status.reservation_generation = options.reservation_generation;
   s->pool.Reserve(options.reserved_buffers);
   s->queue = std::make_unique<CommandQueue>(
       CommandQueueOptions{
@@ -252,6 +253,14 @@ std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, iscsi::
               [s] {
                 ++s->board.status.capacity_refreshes;
                 s->board.Publish(s->board.status.state, s->board.status.message);
+              },
+          .on_fenced =
+              [s] {
+                s->board.Publish(ServerState::kFenced,
+                                 "the target refused a write with RESERVATION CONFLICT: another "
+                                 "node holds the LUN's reservation (it took the volume over); "
+                                 "every I/O fails with EIO, and this node never registers again "
+                                 "on its own");
               },
       },
       std::move(ctx));
@@ -268,6 +277,7 @@ void AddReconnector(FuseLunServer::Impl* s, FuseLunServerOptions& options) {
           .on_capacity =
               [s](const iscsi::LunCapacity& capacity) { return s->TakeCapacity(capacity); },
           .lost_since = options.lost_since,
+          .reservation_key = options.reservation_key,
       },
       *s->queue, s->board);
 }

@@ -54,6 +54,10 @@ struct FuseLunServerOptions {
   bool fuse_io_uring = false;
   // Adopt: when the connection was lost, if before this process (see ReconnectorOptions).
   std::optional<std::chrono::steady_clock::time_point> lost_since;
+  // Non-zero: the LUN is reserved under this key (claimed by the caller before the first
+  // I/O, at this generation); every reconnect claims it again (ReconnectorOptions).
+  uint64_t reservation_key = 0;
+  uint32_t reservation_generation = 0;
 };
 
 class FuseLunServer {

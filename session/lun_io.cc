@@ -49,6 +49,9 @@ bool IsUnitAttention(const scsi_task& task) {
 }
 
 CompletionAction ClassifyCompletion(int status, const scsi_task* task, int retries) {
+  if (status == SCSI_STATUS_RESERVATION_CONFLICT) {
+    return CompletionAction::kFenced;
+  }
   if (retries + 1 >= kMaxRetriesPerRequest) {
     return CompletionAction::kFail;
   }

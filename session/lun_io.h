@@ -48,6 +48,10 @@ enum class CompletionAction {
   kRetryOnTick,
   // Nothing to retry, or retried too often: EIO.
   kFail,
+  // RESERVATION CONFLICT: another node holds the LUN's reservation and this one is not
+  // registered (preempted, or never was): EIO, and so is every I/O from now on. Never retried,
+  // never registered again on its own.
+  kFenced,
 };
 
 CompletionAction ClassifyCompletion(int status, const scsi_task* task, int retries);

@@ -7,6 +7,7 @@
 #include <absl/strings/str_cat.h>
 
 #include "base/backoff.h"
+#include "iscsi/reservation_claim.h"
 
 namespace stagehand::session {
 namespace {
@@ -123,35 +124,18 @@ bool Reconnector::Reconnect(const Wait& wait) {
       }
     };
     auto conn = iscsi::Connection::Login(params);
+    std::string why;
     if (conn.ok()) {
-      auto identity = (*conn)->ReadIdentity();
-      if (identity.ok()) {
-        if (auto same = iscsi::CheckSameLun(options_.identity, *identity); !same.ok()) {
-          // The status first, as for the replacement timeout.
-          board_.Publish(ServerState::kIdentityMismatch, std::string(same.message()));
-          queue_.FailClosed();
+      switch (Accept(std::move(*conn), params, attempt, &why)) {
+        case Outcome::kServing:
+        case Outcome::kFailedClosed:
           return true;
-        }
-        if (auto cap = (*conn)->ReadCapacity();
-            cap.ok() && options_.on_capacity && !options_.on_capacity(*cap)) {
-          return true;  // A smaller LUN: failed closed, as for another LUN.
-        }
-        options_.login.portal = params.portal;
-        portal_index_ =
-            (portal_index_ + attempt - 1) % std::max<size_t>(options_.portals.size(), 1);
-        queue_.Connect((*conn)->ReleaseContext());
-        last_reconnect_ = std::chrono::steady_clock::now();
-        lost_since_.reset();
-        board_.status.lost_since_ns = 0;
-        board_.status.portal = params.portal.ToString();
-        ++board_.status.reconnects;
-        board_.Publish(ServerState::kUp, "reconnected");
-        queue_.ResubmitParked();
-        return true;
+        case Outcome::kRetry:
+          break;
       }
+    } else {
+      why = std::string(conn.status().message());
     }
-    const std::string why =
-        conn.ok() ? "cannot read LUN identity" : std::string(conn.status().message());
     board_.Publish(
         ServerState::kReconnecting,
         absl::StrCat(queue_.Expired() ? "I/O fails with EIO (replacement timeout); " : "",
@@ -161,6 +145,53 @@ bool Reconnector::Reconnect(const Wait& wait) {
     }
     backoff_ms = NextLoginBackoffMs(backoff_ms);
   }
+}
+
+Reconnector::Outcome Reconnector::Accept(std::unique_ptr<iscsi::Connection> conn,
+                                         const iscsi::LoginParams& params, size_t attempt,
+                                         std::string* why) {
+  auto identity = conn->ReadIdentity();
+  if (!identity.ok()) {
+    *why = "cannot read LUN identity";
+    return Outcome::kRetry;
+  }
+  if (auto same = iscsi::CheckSameLun(options_.identity, *identity); !same.ok()) {
+    // The status first, as for the replacement timeout.
+    board_.Publish(ServerState::kIdentityMismatch, std::string(same.message()));
+    queue_.FailClosed();
+    return Outcome::kFailedClosed;
+  }
+  if (auto cap = conn->ReadCapacity();
+      cap.ok() && options_.on_capacity && !options_.on_capacity(*cap)) {
+    return Outcome::kFailedClosed;  // A smaller LUN: failed closed, as for another LUN.
+  }
+  if (options_.reservation_key != 0) {
+    // A new nexus: registered and holding before any I/O resumes on it.
+    auto claimed = iscsi::ClaimReservation(*conn, options_.reservation_key,
+                                           board_.status.reservation_generation);
+    if (!claimed.ok() && (claimed.status().code() == absl::StatusCode::kPermissionDenied ||
+                          claimed.status().code() == absl::StatusCode::kFailedPrecondition)) {
+      board_.Publish(ServerState::kFenced, std::string(claimed.status().message()));
+      queue_.FailClosed();
+      return Outcome::kFailedClosed;
+    }
+    if (!claimed.ok()) {
+      *why = absl::StrCat("cannot claim the LUN's reservation: ", claimed.status().message());
+      return Outcome::kRetry;
+    }
+    board_.status.reservation_generation = *claimed;
+  }
+  options_.login.portal = params.portal;
+  portal_index_ = (portal_index_ + attempt - 1) % std::max<size_t>(options_.portals.size(), 1);
+  queue_.Connect(conn->ReleaseContext());
+  last_reconnect_ = std::chrono::steady_clock::now();
+  lost_since_.reset();
+  board_.status.lost_since_ns = 0;
+  board_.status.portal = params.portal.ToString();
+  ++board_.status.reconnects;
+  board_.Publish(ServerState::kUp, "reconnected");
+  queue_.ResubmitParked();
+  return Outcome::kServing;
 }
 
 }  // namespace stagehand::session

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "iscsi/libiscsi_connection.h"
@@ -37,10 +39,17 @@ struct ReconnectorOptions {
   // When the connection was lost, if before this process (a successor of one that died while
   // reconnecting): the replacement timeout runs from then, not from the successor's start.
   std::optional<std::chrono::steady_clock::time_point> lost_since;
+  // Non-zero: every new login claims the LUN's reservation under this key again before I/O
+  // resumes on it (iscsi/reservation_claim.h), from the generation on the board; a claim that
+  // finds another node holding it fails closed (fenced).
+  uint64_t reservation_key = 0;
 };
 
 class Reconnector {
  public:
+  // What became of a login.
+  enum class Outcome { kServing, kFailedClosed, kRetry };
+
   // Waits up to the duration for a stop; while `serve_fuse`, answers FUSE requests meanwhile.
   // False when stopping or unmounted.
   using Wait = std::function<bool(std::chrono::milliseconds, bool serve_fuse)>;
@@ -57,6 +66,10 @@ class Reconnector {
   void ExpireIfDue();
   // Waits `ms`, expiring the queue when due; false when stopping.
   bool WaitFor(std::chrono::milliseconds ms, const Wait& wait);
+  // Checks the LUN of a new login, claims its reservation and hands it to the queue; `why`
+  // says what failed when it is kRetry.
+  Outcome Accept(std::unique_ptr<iscsi::Connection> conn, const iscsi::LoginParams& params,
+                 size_t attempt, std::string* why);
 
   ReconnectorOptions options_;
   CommandQueue& queue_;

@@ -9,8 +9,8 @@
 
 namespace stagehand::session {
 
-// kIdentityMismatch and kCapacityShrunk fail closed: every I/O returns EIO from then on.
-enum class ServerState { kUp, kReconnecting, kIdentityMismatch, kCapacityShrunk };
+// kIdentityMismatch, kCapacityShrunk and kFenced fail closed: every I/O returns EIO from then on.
+enum class ServerState { kUp, kReconnecting, kIdentityMismatch, kCapacityShrunk, kFenced };
 
 struct ServerStatus {
   ServerState state = ServerState::kUp;
@@ -29,6 +29,8 @@ struct ServerStatus {
   // How FUSE requests come: "classic" (read/write on /dev/fuse) or "io_uring"; with why not,
   // when io_uring was asked for and refused.
   std::string fuse_mode = "classic";
+  // With a reservation key: the target's reservation generation at the last claim.
+  uint32_t reservation_generation = 0;
 };
 
 // The parts of the server keep `status` current (portal, counters, capacity) and publish a

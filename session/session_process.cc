@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
@@ -27,6 +28,7 @@
 #include "base/service_notify.h"
 #include "base/unique_fd.h"
 #include "iscsi/libiscsi_connection.h"
+#include "iscsi/reservation_claim.h"
 #include "iscsi/state_conversions.h"
 #include "proto/state.pb.h"
 #include "session/fuse_lun_server.h"
@@ -35,6 +37,7 @@
 #include "session/keeper.h"
 #include "session/keeper_watch.h"
 #include "session/protocol.h"
+#include "session/session_login.h"
 
 namespace stagehand::session {
 namespace {
@@ -71,6 +74,8 @@ SessionStatus::State ToProtoState(ServerState s) {
       return SessionStatus::IDENTITY_MISMATCH;
     case ServerState::kCapacityShrunk:
       return SessionStatus::CAPACITY_SHRUNK;
+    case ServerState::kFenced:
+      return SessionStatus::FENCED;
   }
   return SessionStatus::STATE_UNKNOWN;
 }
@@ -127,6 +132,7 @@ class Session {
     status_.set_io_failing(s.io_failing);
     status_.set_lost_since_ns(s.lost_since_ns);
     status_.set_silent_since_ns(s.silent_since_ns);
+    status_.set_reservation_generation(s.reservation_generation);
     if (s.fuse_mode != status_.fuse_mode()) {
       // Its unit's journal (the keeper's stderr without systemd).
       std::fprintf(stderr, "stagehand-session: volume %s: FUSE requests: %s\n",
@@ -160,9 +166,28 @@ class Session {
       (void)WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600);
       return kExitFuseAborted;
     }
+    if (status.ok()) {
+      ReleaseReservation();
+    }
     (void)RemoveFileIfExists(StatusPath());
     (void)RemoveFileIfExists(RuntimePath(config_.runtime_dir(), kCountersFile));
     return status.ok() ? 0 : 1;
+  }
+
+  // A deliberate stop (the volume's unstage) gives the LUN's reservation up, unless another node
+  // holds it now; a crash never does (the next process of this node takes it back).
+  void ReleaseReservation() {
+    if (config_.reservation_key() == 0 || status_.state() == SessionStatus::FENCED) {
+      return;
+    }
+    if (absl::Status released = ReleaseForVolume(config_, config_.reservation_key());
+        !released.ok()) {
+      std::fprintf(stderr,
+                   "stagehand-session: volume %s: cannot release the LUN's reservation: %s; "
+                   "other nodes cannot stage it until it is released (stagehandctl iscsi "
+                   "reservation)\n",
+                   config_.volume_id().c_str(), std::string(released.message()).c_str());
+    }
   }
 
   // Signals: SIGUSR1 (capacity refresh) always, SIGTERM/SIGINT (clean stop) from the caller's
@@ -216,11 +241,14 @@ class Session {
     options.fuse_io_uring = config_.fuse_io_uring();
     options.replacement_timeout = std::chrono::seconds(
         config_.replacement_timeout_seconds() == 0 ? 120 : config_.replacement_timeout_seconds());
+    options.reservation_key = config_.reservation_key();
+    options.reservation_generation = status_.reservation_generation();
     return options;
   }
 
   // The watchdog ping for the manager (systemd or the keeper), at most every 200 ms; empty
-  // without a watchdog.
+  // without a watchdog. Logins and reads call it while they wait (up to 10 s a step) for a
+  // target that does not answer: the manager must not take that for a hung process.
   static std::function<void()> Pinger() {
     if (WatchdogIntervalUsec() == 0) {
       return {};
@@ -232,27 +260,6 @@ class Session {
         (void)NotifyServiceManager("WATCHDOG=1");
       }
     };
-  }
-
-  iscsi::LoginParams Login(std::vector<iscsi::Portal>* portals) const {
-    iscsi::LoginParams params;
-    // Logins and reads wait up to 10 s a step for a target that does not answer: the manager
-    // must not take that for a hung process.
-    params.keepalive = Pinger();
-    params.iqn = config_.iqn();
-    params.lun = config_.lun();
-    params.initiator_name = config_.initiator_name();
-    if (!config_.chap_user().empty()) {
-      params.chap = iscsi::ChapCredentials{config_.chap_user(), config_.chap_secret(),
-                                           config_.chap_user_in(), config_.chap_secret_in()};
-    }
-    for (const auto& p : config_.portals()) {
-      portals->push_back(iscsi::FromProto(p));
-    }
-    if (!portals->empty()) {
-      params.portal = portals->front();
-    }
-    return params;
   }
 
   // Leaves what a successor needs with the manager (systemd's file descriptor store, or the
@@ -389,6 +396,8 @@ class Session {
     SH_RETURN_IF_ERROR(
         Introduce("taking over the FUSE connection of a session process that ended"));
     status_.set_took_over(true);
+    // The reconnector's claim starts from the generation of the last claim.
+    status_.set_reservation_generation(last.reservation_generation());
     if (status_.lost_ring_requests() > last.lost_ring_requests()) {
       std::fprintf(stderr,
                    "stagehand-session: volume %s: session process %d died holding FUSE requests "
@@ -399,7 +408,7 @@ class Session {
     SH_ASSIGN_OR_RETURN(counters_,
                         CountersFile::Create(RuntimePath(config_.runtime_dir(), kCountersFile)));
     std::vector<iscsi::Portal> portals;
-    const iscsi::LoginParams params = Login(&portals);
+    const iscsi::LoginParams params = LoginParamsFor(config_, Pinger(), &portals);
     FuseLunServerOptions options = ServerOptions(params, portals);
     identity_ = iscsi::FromProto(handover.identity());
     capacity_.block_size = handover.block_size();
@@ -442,7 +451,7 @@ class Session {
     capacity_.blocks =
         handover.block_size() == 0 ? 0 : handover.capacity_bytes() / handover.block_size();
     std::vector<iscsi::Portal> portals;
-    iscsi::LoginParams params = Login(&portals);
+    iscsi::LoginParams params = LoginParamsFor(config_, Pinger(), &portals);
     SH_ASSIGN_OR_RETURN(std::unique_ptr<iscsi::Connection> conn, LoginAnyPortal(portals, &params));
     SH_ASSIGN_OR_RETURN(iscsi::LunIdentity identity, conn->ReadIdentity());
     SH_RETURN_IF_ERROR(iscsi::CheckSameLun(identity_, identity));
@@ -452,6 +461,15 @@ class Session {
           "the LUN is smaller than the volume was staged with (or has another block size)");
     }
     capacity_ = capacity;
+    if (config_.reservation_key() != 0) {
+      // Registered beside the serving process, which keeps its own registration until it lets
+      // go; the next reconnect's claim removes what is left of it.
+      SH_RETURN_IF_ERROR(iscsi::JoinReservation(*conn, config_.reservation_key()));
+      SessionStatus serving;
+      if (auto text = ReadFileToString(StatusPath()); text.ok() && serving.ParseFromString(*text)) {
+        status_.set_reservation_generation(serving.reservation_generation());
+      }
+    }
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/true));
     // The serving process answers what it took and stops; from here on the volume is ours.
     SH_RETURN_IF_ERROR(client.Take(kDrainBound + std::chrono::seconds(5)));
@@ -478,26 +496,6 @@ class Session {
     return absl::OkStatus();
   }
 
-  // Logs in at the first portal that answers (the others are failover targets); `params`
-  // ends with the portal used.
-  static absl::StatusOr<std::unique_ptr<iscsi::Connection>> LoginAnyPortal(
-      const std::vector<iscsi::Portal>& portals, iscsi::LoginParams* params) {
-    absl::Status last = absl::UnavailableError("no portal tried");
-    for (const auto& portal : portals) {
-      params->portal = portal;
-      auto c = iscsi::Connection::Login(*params);
-      if (c.ok()) {
-        return std::move(*c);
-      }
-      last = c.status();
-      // Authentication and naming errors are the same on every portal.
-      if (last.code() != absl::StatusCode::kUnavailable) {
-        break;
-      }
-    }
-    return last;
-  }
-
   absl::Status Start() {
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/false));
     if (config_.portals().empty()) {
@@ -508,7 +506,7 @@ class Session {
     // next to it on the same FUSE mount point.
     SH_RETURN_IF_ERROR(Introduce("logging in"));
     std::vector<iscsi::Portal> portals;
-    iscsi::LoginParams params = Login(&portals);
+    iscsi::LoginParams params = LoginParamsFor(config_, Pinger(), &portals);
     SH_ASSIGN_OR_RETURN(std::unique_ptr<iscsi::Connection> conn, LoginAnyPortal(portals, &params));
     SH_ASSIGN_OR_RETURN(iscsi::LunIdentity identity, conn->ReadIdentity());
     iscsi::ToProto(identity, status_.mutable_identity());
@@ -517,6 +515,14 @@ class Session {
     SH_ASSIGN_OR_RETURN(iscsi::LunCapacity capacity, conn->ReadCapacity());
     status_.set_capacity_bytes(capacity.Bytes());
     status_.set_block_size(capacity.block_size);
+    if (config_.reservation_key() != 0) {
+      // Before anything can write: the agent checks, formats and mounts only after this.
+      SH_ASSIGN_OR_RETURN(const uint32_t generation,
+                          ClaimForVolume(*conn, config_.reservation_key()));
+      status_.set_reservation_generation(generation);
+    }
+    // A start that fails from here on gives the reservation up again.
+    absl::Cleanup release = [this] { ReleaseReservation(); };
 
     // SIGTERM ends the login above at once (nothing to undo yet); from here on it is a clean
     // stop that unmounts FUSE and logs out.
@@ -537,6 +543,7 @@ class Session {
     status_.set_state(SessionStatus::UP);
     status_.set_message("serving");
     SH_RETURN_IF_ERROR(WriteFileAtomically(StatusPath(), status_.SerializeAsString(), 0600));
+    std::move(release).Cancel();
     Ready();
     return absl::OkStatus();
   }

@@ -206,8 +206,9 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
                           "Reconnects of the current userspace iSCSI sessions, summed");
   auto mismatches = Gauge("stagehand_iscsi_identity_mismatches",
                           "Sessions failed closed because the LUN identity changed");
-  std::map<std::string, int> by_state = {
-      {"UP", 0}, {"RECONNECTING", 0}, {"STARTING", 0}, {"IDENTITY_MISMATCH", 0}, {"FAILED", 0}};
+  std::map<std::string, int> by_state = {{"UP", 0},       {"RECONNECTING", 0},
+                                         {"STARTING", 0}, {"IDENTITY_MISMATCH", 0},
+                                         {"FAILED", 0},   {"FENCED", 0}};
 
   // Data-path counters, as the transport counts them.
   using Counters = transport::SessionSample::Counters;

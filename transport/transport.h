@@ -40,6 +40,11 @@ struct AttachRequest {
   bool read_only = false;
   // Seconds I/O waits for a lost connection before it fails with EIO (reconnects go on).
   uint32_t replacement_timeout_seconds = 120;
+  // Non-zero: reserve the LUN for this node's writes under this key (a SCSI-3 persistent
+  // reservation, iscsi/reservation_claim.h) before the LUN is exposed, and keep it on every
+  // new login; the attach fails with Unavailable while another node holds it. The userspace
+  // transport does; the kernel transport does not reserve yet.
+  uint64_t reservation_key = 0;
   // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
   // block device, and with the session record as it stands then (what Detach needs to undo the
   // attach so far, the identity it must find before it deletes a disk included): the caller
@@ -84,7 +89,7 @@ struct SessionSample {
   std::string transport;
   std::string volume_id;
   // The session's state as its process last wrote it: "UP", "RECONNECTING", "STARTING",
-  // "IDENTITY_MISMATCH", "FAILED", "CAPACITY_SHRUNK", "FUSE_ABORTED".
+  // "IDENTITY_MISMATCH", "FAILED", "CAPACITY_SHRUNK", "FUSE_ABORTED", "FENCED".
   std::string state;
   uint64_t reconnects = 0;
 

@@ -113,6 +113,17 @@ TEST(ParseTargetSpecTest, ReplacementTimeoutIsSecondsFromOneToADay) {
   EXPECT_THAT(with("2m"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(ParseTargetSpecTest, TakeoverAfterOffStagesWithoutAReservation) {
+  auto with = [](const std::string& v) {
+    return ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}, {"takeoverAfter", v}}, {});
+  };
+
+  ASSERT_THAT(with("off"), IsOk());
+  EXPECT_TRUE(with("off")->reservation_off);
+  EXPECT_FALSE(ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}}, {})->reservation_off);
+  EXPECT_THAT(with("30"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takeoverAfter")));
+}
+
 TEST(ParseTargetSpecTest, MissingOrBadFieldsAreInvalidArgumentNamingTheKey) {
   EXPECT_THAT(ParseTargetSpec({{"iqn", kIqn}}, {}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("targetPortal")));

@@ -95,8 +95,9 @@ TEST(ClassifyCompletionTest, Table) {
       // A medium error is not retried.
       {"medium error", SCSI_STATUS_CHECK_CONDITION, CheckCondition(SCSI_SENSE_MEDIUM_ERROR, 0x1100),
        CompletionAction::kFail},
+      // Another node holds the reservation: fenced, never retried.
       {"reservation conflict", SCSI_STATUS_RESERVATION_CONFLICT, std::nullopt,
-       CompletionAction::kFail},
+       CompletionAction::kFenced},
   };
   for (const ClassifyCase& c : cases) {
     const scsi_task* task = c.task ? &*c.task : nullptr;
@@ -112,6 +113,9 @@ TEST(ClassifyCompletionTest, GivesUpAfterTheLastRetry) {
   const scsi_task reset = CheckCondition(SCSI_SENSE_UNIT_ATTENTION, 0x2900);
   EXPECT_EQ(ClassifyCompletion(SCSI_STATUS_CHECK_CONDITION, &reset, kMaxRetriesPerRequest - 1),
             CompletionAction::kFail);
+  EXPECT_EQ(
+      ClassifyCompletion(SCSI_STATUS_RESERVATION_CONFLICT, nullptr, kMaxRetriesPerRequest - 1),
+      CompletionAction::kFenced);
 }
 
 }  // namespace

@@ -47,6 +47,10 @@ SessionHealth FromStatus(const SessionStatus& status) {
           absl::StrCat("LUN capacity is smaller than staged, I/O fails closed: ", status.message());
       h.reason = health::Reason::kLunCapacityShrunk;
       break;
+    case SessionStatus::FENCED:
+      h.message = absl::StrCat("fenced: ", status.message());
+      h.reason = health::Reason::kFenced;
+      break;
     case SessionStatus::FUSE_ABORTED:  // Written just before it exits.
       h.message = status.message();
       h.reason = health::Reason::kFuseConnectionAborted;

@@ -213,6 +213,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   config.set_volume_id(request.volume_id);
   config.set_replacement_timeout_seconds(request.replacement_timeout_seconds);
   config.set_fuse_io_uring(options_.fuse_io_uring);
+  config.set_reservation_key(request.reservation_key);
   config.set_expected_wwn(target->expected_wwn);
   config.set_expected_serial(target->expected_serial);
 

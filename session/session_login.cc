@@ -1,0 +1,84 @@
+#include "session/session_login.h"
+
+#include <string>
+#include <utility>
+
+#include <absl/strings/str_cat.h>
+
+#include "iscsi/reservation_claim.h"
+#include "iscsi/state_conversions.h"
+
+namespace stagehand::session {
+
+iscsi::LoginParams LoginParamsFor(const state::v1::SessionConfig& config,
+                                  std::function<void()> keepalive,
+                                  std::vector<iscsi::Portal>* portals) {
+  iscsi::LoginParams params;
+  params.keepalive = std::move(keepalive);
+  params.iqn = config.iqn();
+  params.lun = config.lun();
+  params.initiator_name = config.initiator_name();
+  if (!config.chap_user().empty()) {
+    params.chap = iscsi::ChapCredentials{config.chap_user(), config.chap_secret(),
+                                         config.chap_user_in(), config.chap_secret_in()};
+  }
+  for (const auto& p : config.portals()) {
+    portals->push_back(iscsi::FromProto(p));
+  }
+  if (!portals->empty()) {
+    params.portal = portals->front();
+  }
+  return params;
+}
+
+absl::StatusOr<std::unique_ptr<iscsi::Connection>> LoginAnyPortal(
+    const std::vector<iscsi::Portal>& portals, iscsi::LoginParams* params) {
+  absl::Status last = absl::UnavailableError("no portal tried");
+  for (const auto& portal : portals) {
+    params->portal = portal;
+    auto c = iscsi::Connection::Login(*params);
+    if (c.ok()) {
+      return std::move(*c);
+    }
+    last = c.status();
+    // Authentication and naming errors are the same on every portal.
+    if (last.code() != absl::StatusCode::kUnavailable) {
+      break;
+    }
+  }
+  return last;
+}
+
+absl::StatusOr<uint32_t> ClaimForVolume(iscsi::Connection& conn, uint64_t key) {
+  auto claimed = iscsi::ClaimReservation(conn, key, std::nullopt);
+  if (claimed.ok()) {
+    return claimed;
+  }
+  const absl::Status& status = claimed.status();
+  switch (status.code()) {
+    case absl::StatusCode::kFailedPrecondition:
+      // Like the kubelet's Multi-Attach error: the stage is retried, and succeeds once the
+      // holder has released the LUN.
+      return absl::UnavailableError(
+          absl::StrCat("the volume is in use on another node: ", status.message(),
+                       ". It is staged here once that node unstages it (or an operator releases "
+                       "its reservation after the node is known dead)"));
+    case absl::StatusCode::kUnimplemented:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the target does not support SCSI-3 persistent reservations (", status.message(),
+          "): a single-node volume needs them to keep another node from writing to it; to stage "
+          "it without that protection, set takeoverAfter: \"off\" in its volume context"));
+    default:
+      return absl::Status(status.code(),
+                          absl::StrCat("cannot reserve the LUN for this node: ", status.message()));
+  }
+}
+
+absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t key) {
+  std::vector<iscsi::Portal> portals;
+  iscsi::LoginParams params = LoginParamsFor(config, {}, &portals);
+  SH_ASSIGN_OR_RETURN(std::unique_ptr<iscsi::Connection> conn, LoginAnyPortal(portals, &params));
+  return iscsi::ReleaseReservation(*conn, key);
+}
+
+}  // namespace stagehand::session
