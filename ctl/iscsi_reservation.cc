@@ -1,5 +1,7 @@
 #include "ctl/iscsi_reservation.h"
 
+#include <algorithm>
+
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 
@@ -29,6 +31,40 @@ absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& p
   SH_ASSIGN_OR_RETURN(iscsi::Reservations r, conn->ReadReservations());
   SH_RETURN_IF_ERROR(conn->Logout());
   return r;
+}
+
+absl::StatusOr<iscsi::Reservations> ReleaseNode(const iscsi::LoginParams& params,
+                                                const std::string& node_id) {
+  using iscsi::ReserveAction;
+  constexpr uint8_t kType = iscsi::kWriteExclusiveRegistrantsOnly;
+  SH_ASSIGN_OR_RETURN(auto conn, iscsi::Connection::Login(params));
+  SH_ASSIGN_OR_RETURN(const iscsi::Reservations before, conn->ReadReservations());
+  std::vector<uint64_t> keys;
+  for (uint64_t key : before.keys) {
+    if (iscsi::IsNodeKey(key, node_id) && std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      keys.push_back(key);
+    }
+  }
+  if (keys.empty()) {
+    return absl::NotFoundError(absl::StrCat("node '", node_id, "' (keys ", Prefix(node_id),
+                                            ") has no registration on this LUN"));
+  }
+  // A key no node's prefix can be mistaken for: the released node's own, rotated.
+  const uint64_t mine = iscsi::NodeKey(absl::StrCat("stagehandctl release ", node_id), 1);
+  SH_RETURN_IF_ERROR(conn->ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, mine, 0));
+  absl::Status done = absl::OkStatus();
+  for (uint64_t key : keys) {
+    done.Update(conn->ReserveOut(ReserveAction::kPreempt, mine, key, kType));
+  }
+  auto now = conn->ReadReservations();
+  if (now.ok() && now->holder == mine) {
+    done.Update(conn->ReserveOut(ReserveAction::kRelease, mine, 0, kType));
+  }
+  done.Update(conn->ReserveOut(ReserveAction::kRegister, mine, 0, 0));  // Unregisters.
+  SH_RETURN_IF_ERROR(done);
+  SH_ASSIGN_OR_RETURN(iscsi::Reservations after, conn->ReadReservations());
+  (void)conn->Logout();
+  return after;
 }
 
 google::protobuf::Struct ToStruct(const ReservationReport& r) {

@@ -27,6 +27,14 @@ struct ReservationReport {
 // Logs in, reads the LUN's registrations and reservation (PERSISTENT RESERVE IN) and logs out.
 absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& params);
 
+// `iscsi reservation --release-node N --node-is-dead`: for an operator who knows node N is dead.
+// Logs in, removes every registration of N and its reservation (PREEMPT under a key of this
+// process's own, then RELEASE and unregister), so that the next claim of another node
+// succeeds. N is fenced by it: were it alive after all, its writes would fail from then on.
+// NotFound when N has no registration. Returns the LUN's state afterwards.
+absl::StatusOr<iscsi::Reservations> ReleaseNode(const iscsi::LoginParams& params,
+                                                const std::string& node_id);
+
 // For `-o json` and for people.
 google::protobuf::Struct ToStruct(const ReservationReport& r);
 std::string FormatReservations(const ReservationReport& r);

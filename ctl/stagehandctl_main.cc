@@ -8,6 +8,7 @@
 //   stagehandctl iscsi discover --portal 10.0.0.5:3260
 //   stagehandctl iscsi probe --portal 10.0.0.5 --iqn iqn.… --lun 1
 //   stagehandctl iscsi reservation --portal 10.0.0.5 --iqn iqn.… --lun 1 [--node-id n1 ...]
+//       [--release-node n1 --node-is-dead]
 //   stagehandctl iscsi key --node-id n1 [--node-id n2 ...]
 //
 // Exit status: 0 success, 1 the call failed ("error: NOT_FOUND: …"), 2 usage error.
@@ -54,6 +55,8 @@ struct IscsiArgs {
   std::vector<std::string> secrets;
   int timeout_seconds = 10;           // --timeout when given: each iSCSI step.
   std::vector<std::string> node_ids;  // Nodes to name reservation keys by.
+  std::string release_node;           // reservation: the dead node to release the LUN of.
+  bool node_is_dead = false;          // Its confirmation.
 };
 
 void AddIscsiFlags(CLI::App* cmd, IscsiArgs& a) {
@@ -147,7 +150,13 @@ int IscsiReservation(const Common& c, IscsiArgs& a) {
   if (std::string usage = ResolveLogin(a, &params); !usage.empty()) {
     return Usage(usage);
   }
-  auto state = stagehand::ctl::ReadReservations(params);
+  if (!a.release_node.empty() && !a.node_is_dead) {
+    return Usage(
+        "--release-node fences that node: add --node-is-dead once you know it is (powered off, "
+        "cut off from the storage for good)");
+  }
+  auto state = a.release_node.empty() ? stagehand::ctl::ReadReservations(params)
+                                      : stagehand::ctl::ReleaseNode(params, a.release_node);
   if (!state.ok()) {
     return Fail(state.status());
   }
@@ -185,6 +194,11 @@ IscsiCommands AddIscsiCommands(CLI::App& app, IscsiArgs& is) {
   cmds.reservation->add_option("--lun", is.lun, "LUN")->required();
   cmds.reservation->add_option("--node-id", is.node_ids,
                                "Name the keys of this node id (repeatable)");
+  cmds.reservation->add_option(
+      "--release-node", is.release_node,
+      "Remove this node id's registrations and reservation (it is fenced), for a node known dead");
+  cmds.reservation->add_flag("--node-is-dead", is.node_is_dead,
+                             "Confirms --release-node: the node is dead");
   cmds.key = cmds.iscsi->add_subcommand(
       "key", "The reservation key prefix stagehand registers a node id under (no target)");
   cmds.key->add_option("--node-id", is.node_ids, "Node id (repeatable)")->required();
