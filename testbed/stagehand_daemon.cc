@@ -159,10 +159,14 @@ absl::Status StagehandDaemon::Start() {
   std::vector<std::string> args = {StagehandBinary(), "--csi-endpoint=" + endpoint(),
                                    "--state-dir=" + state_dir(), "--runtime-dir=" + runtime_dir(),
                                    "--manifest-dir=" + root_ + "/manifests",
-                                   "--metrics-address=127.0.0.1:0", "--node-id=it-node",
+                                   "--metrics-address=127.0.0.1:0",
                                    // These suites test the userspace data path, also on hosts
                                    // whose kernel has an initiator (auto would pick it).
                                    "--iscsi-transport=userspace", "--log-level=debug"};
+  if (std::none_of(extra_flags_.begin(), extra_flags_.end(),
+                   [](const std::string& f) { return f.starts_with("--node-id"); })) {
+    args.emplace_back("--node-id=it-node");  // A second node of a test names its own.
+  }
   args.insert(args.end(), extra_flags_.begin(), extra_flags_.end());
   const std::string log = root_ + "/daemon.log";
   pid_ = fork();

@@ -1,0 +1,350 @@
+// One writer per LUN across nodes, with two real agents (node ids and initiator names of their
+// own) on one tgtd LUN: a single-node volume is reserved for the node that stages it, another
+// node's stage is refused (retryable, naming the holder's key) until the holder unstages, a
+// holder whose reservation another node took over is fenced (its writes fail, none lands), and
+// the holder keeps its reservation through a session killed and a target restarted.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <absl/strings/match.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/subprocess.h"
+#include "iscsi/libiscsi_connection.h"
+#include "iscsi/persistent_reservation.h"
+#include "tests/integration/node_test_base.h"
+
+namespace stagehand::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kOtherNode[] = "node-b";
+constexpr char kOtherInitiator[] = "iqn.2026-12.dev.stagehand:node-b";
+
+// Writes 4 KiB of `fill` at `offset` of the device file `path` with O_DIRECT and fsync;
+// returns 0 or the errno of the first call that failed.
+int WriteDirect(const std::string& path, off_t offset, char fill) {
+  const int fd = open(path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) {
+    return errno;
+  }
+  void* buf = nullptr;
+  if (posix_memalign(&buf, 4096, 4096) != 0) {
+    close(fd);
+    return ENOMEM;
+  }
+  memset(buf, fill, 4096);
+  int err = 0;
+  if (pwrite(fd, buf, 4096, offset) != 4096) {
+    err = errno != 0 ? errno : EIO;
+  } else if (fsync(fd) != 0) {
+    err = errno;
+  }
+  free(buf);
+  close(fd);
+  return err;
+}
+
+// 4 KiB of the file `path` at `offset`.
+std::string ReadAt(const std::string& path, off_t offset) {
+  std::string out(4096, '\0');
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || pread(fd, out.data(), out.size(), offset) != static_cast<ssize_t>(out.size())) {
+    out.clear();
+  }
+  if (fd >= 0) {
+    close(fd);
+  }
+  return out;
+}
+
+class OneWriterTest : public NodeIntegrationTest {
+ protected:
+  void SetUp() override {
+    NodeIntegrationTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) {
+      return;
+    }
+    other_root_ = testbed::MakeTempRoot();
+    ASSERT_FALSE(other_root_.empty());
+    other_ = std::make_unique<testbed::StagehandDaemon>(
+        other_root_, std::vector<std::string>{absl::StrCat("--node-id=", kOtherNode),
+                                              absl::StrCat("--initiator-name=", kOtherInitiator)});
+    auto s = other_->Start();
+    ASSERT_TRUE(s.ok()) << s;
+    AddLun();
+  }
+
+  void TearDown() override {
+    if (!other_root_.empty()) {
+      other_->Kill();
+      const auto left = testbed::Leftovers(other_root_);
+      if (HasFailure()) {
+        auto log = ReadFileToString(other_root_ + "/daemon.log");
+        std::cerr << "---- node-b's daemon log ----\n" << log.value_or("(none)") << "----\n";
+      }
+      testbed::ForceCleanup(other_root_);
+      EXPECT_TRUE(left.empty()) << "node-b left behind: " << ::testing::PrintToString(left);
+    }
+    NodeIntegrationTest::TearDown();
+  }
+
+  // The same stage request as node A's, staged under node B's root.
+  csi::v1::NodeStageVolumeRequest OtherStageRequest(const std::string& volume_id,
+                                                    bool block = false) const {
+    auto req = StageRequest(volume_id, block);
+    req.set_staging_target_path(OtherStaging(volume_id));
+    return req;
+  }
+
+  std::string OtherStaging(const std::string& volume_id) const {
+    return other_root_ + "/stg-" + volume_id;
+  }
+
+  grpc::Status OtherStage(const csi::v1::NodeStageVolumeRequest& req) {
+    csi::v1::NodeStageVolumeResponse resp;
+    return other_->node().NodeStageVolume(testbed::Ctx().get(), req, &resp);
+  }
+
+  grpc::Status OtherPublish(const std::string& volume_id, const std::string& target) {
+    auto req = PublishRequest(volume_id, target);
+    req.set_staging_target_path(OtherStaging(volume_id));
+    csi::v1::NodePublishVolumeResponse resp;
+    return other_->node().NodePublishVolume(testbed::Ctx().get(), req, &resp);
+  }
+
+  grpc::Status OtherUnpublishAndUnstage(const std::string& volume_id, const std::string& target) {
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id(volume_id);
+    unpublish.set_target_path(target);
+    csi::v1::NodeUnpublishVolumeResponse unpublished;
+    grpc::Status s =
+        other_->node().NodeUnpublishVolume(testbed::Ctx().get(), unpublish, &unpublished);
+    if (!s.ok()) {
+      return s;
+    }
+    csi::v1::NodeUnstageVolumeRequest unstage;
+    unstage.set_volume_id(volume_id);
+    unstage.set_staging_target_path(OtherStaging(volume_id));
+    csi::v1::NodeUnstageVolumeResponse unstaged;
+    return other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged);
+  }
+
+  // What the target says of the LUN's reservation, through a login that registers nothing.
+  iscsi::Reservations Now() const {
+    auto conn = LoginAs("iqn.2026-12.dev.stagehand:observer");
+    if (conn == nullptr) {
+      return {};
+    }
+    auto r = conn->ReadReservations();
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.value_or(iscsi::Reservations{});
+  }
+
+  // The filesystem on the LUN's backing file is consistent (e2fsck -fn exits 0).
+  void ExpectCleanFilesystem() const {
+    auto fsck = RunProcess({"e2fsck", "-fn", lun_file_});
+    ASSERT_TRUE(fsck.ok()) << fsck.status();
+    EXPECT_EQ(fsck->exit_code, 0) << fsck->output;
+  }
+
+  const uint64_t key_a_ = iscsi::NodeKey("it-node", 0);  // The fixture's daemon.
+  const uint64_t key_b_ = iscsi::NodeKey(kOtherNode, 0);
+  std::string other_root_;
+  std::unique_ptr<testbed::StagehandDaemon> other_;
+};
+
+TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItUnstages) {
+  const std::string target_a = root_ + "/pod-a";
+  const std::string target_b = other_root_ + "/pod-b";
+  ASSERT_TRUE(Stage(StageRequest("vol-w")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-w", target_a)).ok());
+  ASSERT_TRUE(WriteFileAtomically(target_a + "/from-a", "a\n", 0644).ok());
+  EXPECT_EQ(Now().holder, key_a_);
+
+  const grpc::Status refused = OtherStage(OtherStageRequest("vol-w"));
+
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("in use on another node"));
+  EXPECT_THAT(refused.error_message(), HasSubstr(iscsi::FormatKey(key_a_)));
+  EXPECT_THAT(testbed::Leftovers(other_root_), IsEmpty()) << "a refused stage leaves nothing";
+  const iscsi::Reservations held = Now();
+  EXPECT_EQ(held.holder, key_a_);
+  EXPECT_EQ(held.keys, std::vector<uint64_t>{key_a_}) << "node B left no registration";
+  auto still = ReadFileToString(target_a + "/from-a");
+  EXPECT_TRUE(still.ok() && *still == "a\n");
+
+  ASSERT_TRUE(Unpublish("vol-w", target_a).ok());
+  ASSERT_TRUE(Unstage("vol-w", Staging("vol-w")).ok());
+  EXPECT_TRUE(Now().keys.empty()) << "the unstage released the LUN";
+
+  const grpc::Status staged = OtherStage(OtherStageRequest("vol-w"));
+
+  ASSERT_TRUE(staged.ok()) << staged.error_message();
+  EXPECT_EQ(Now().holder, key_b_);
+  ASSERT_TRUE(OtherPublish("vol-w", target_b).ok());
+  auto seen = ReadFileToString(target_b + "/from-a");
+  EXPECT_TRUE(seen.ok() && *seen == "a\n") << "node B sees what node A wrote";
+  ASSERT_TRUE(WriteFileAtomically(target_b + "/from-b", "b\n", 0644).ok());
+  ASSERT_TRUE(OtherUnpublishAndUnstage("vol-w", target_b).ok());
+  EXPECT_TRUE(Now().keys.empty());
+  ExpectCleanFilesystem();
+}
+
+TEST_F(OneWriterTest, AHolderWhoseReservationWasTakenOverIsFencedAndNoWriteOfItLands) {
+  const std::string target = root_ + "/dev-a";
+  ASSERT_TRUE(Stage(StageRequest("vol-f", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-f", target, /*block=*/true)).ok());
+  ASSERT_EQ(WriteDirect(target, 1 << 20, 'a'), 0);
+
+  // Node B takes the LUN over, as after node A was found dead.
+  auto b = LoginAs(kOtherInitiator);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kRegister, 0, key_b_, 0).ok());
+  ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kPreempt, key_b_, key_a_,
+                            iscsi::kWriteExclusiveRegistrantsOnly)
+                  .ok());
+
+  EXPECT_EQ(WriteDirect(target, 2 << 20, 'x'), EIO);
+  ASSERT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::FENCED;
+  }));
+  EXPECT_EQ(WriteDirect(target, 3 << 20, 'y'), EIO) << "failed closed: never retried";
+  csi::v1::NodeGetVolumeHealthResponse health;
+  ASSERT_TRUE(Health("vol-f", &health).ok());
+  bool fenced = false;
+  for (const auto& e : health.volume_health().health_statuses()) {
+    fenced = fenced || (e.reason() == "Fenced" && e.status() == csi::v1::INACCESSIBLE);
+  }
+  EXPECT_TRUE(fenced) << health.DebugString();
+
+  EXPECT_TRUE(Unpublish("vol-f", target).ok());
+  EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
+  const iscsi::Reservations after = Now();
+  EXPECT_EQ(after.holder, key_b_) << "the fenced node left the new holder's reservation alone";
+  EXPECT_EQ(after.keys, std::vector<uint64_t>{key_b_});
+  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, 'a'));
+  EXPECT_EQ(ReadAt(lun_file_, 2 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  EXPECT_EQ(ReadAt(lun_file_, 3 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  EXPECT_TRUE(b->ReserveOut(iscsi::ReserveAction::kRelease, key_b_, 0,
+                            iscsi::kWriteExclusiveRegistrantsOnly)
+                  .ok());
+  EXPECT_TRUE(b->ReserveOut(iscsi::ReserveAction::kRegister, key_b_, 0, 0).ok());
+}
+
+TEST_F(OneWriterTest, TheHolderKeepsItsReservationThroughASessionKillAndATargetRestart) {
+  const std::string target = root_ + "/pod-a";
+  ASSERT_TRUE(Stage(StageRequest("vol-k")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-k", target)).ok());
+  const auto first = SessionNow();
+  ASSERT_TRUE(first.has_value());
+
+  // A successor of a killed session logs in on a new nexus and takes the reservation back from
+  // the one that died.
+  ASSERT_EQ(kill(first->pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
+    return s.pid() != first->pid() && s.state() == state::v1::SessionStatus::UP;
+  }));
+  iscsi::Reservations now = Now();
+  EXPECT_EQ(now.holder, key_a_);
+  EXPECT_EQ(now.keys, std::vector<uint64_t>{key_a_}) << "the dead nexus's registration is gone";
+  ASSERT_TRUE(WriteFileAtomically(target + "/after-kill", "k\n", 0644).ok());
+
+  // tgt keeps no reservation across a restart: the holder takes it again on its reconnect.
+  const uint64_t reconnects = SessionNow()->reconnects();
+  ASSERT_TRUE(tgtd_->Restart().ok());
+  ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
+    return s.reconnects() > reconnects && s.state() == state::v1::SessionStatus::UP;
+  }));
+  now = Now();
+  EXPECT_EQ(now.holder, key_a_);
+  EXPECT_EQ(now.keys, std::vector<uint64_t>{key_a_});
+  ASSERT_TRUE(WriteFileAtomically(target + "/after-restart", "r\n", 0644).ok());
+  EXPECT_EQ(OtherStage(OtherStageRequest("vol-k")).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  ASSERT_TRUE(Unpublish("vol-k", target).ok());
+  ASSERT_TRUE(Unstage("vol-k", Staging("vol-k")).ok());
+  EXPECT_TRUE(Now().keys.empty());
+  ExpectCleanFilesystem();
+}
+
+// An operator releases the LUN of a node it takes for dead (stagehandctl, with a confirmation):
+// the waiting node stages at once, and the node, alive after all, is fenced.
+TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasNot) {
+  const std::string target = root_ + "/dev-a";
+  ASSERT_TRUE(Stage(StageRequest("vol-r", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-r", target, /*block=*/true)).ok());
+  ASSERT_EQ(OtherStage(OtherStageRequest("vol-r", /*block=*/true)).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  const std::vector<std::string> release = {STAGEHANDCTL_BINARY,
+                                            "iscsi",
+                                            "reservation",
+                                            "--portal",
+                                            tgtd_->portal(),
+                                            "--iqn",
+                                            Iqn(),
+                                            "--lun",
+                                            "1",
+                                            "--release-node",
+                                            "it-node"};
+
+  auto unconfirmed = RunProcess(release);
+  ASSERT_TRUE(unconfirmed.ok());
+  EXPECT_NE(unconfirmed->exit_code, 0);
+  EXPECT_THAT(unconfirmed->output, HasSubstr("--node-is-dead"));
+  EXPECT_EQ(Now().holder, key_a_) << "nothing released without the confirmation";
+  std::vector<std::string> confirmed_args = release;
+  confirmed_args.emplace_back("--node-is-dead");
+  auto confirmed = RunProcess(confirmed_args);
+  ASSERT_TRUE(confirmed.ok());
+  ASSERT_EQ(confirmed->exit_code, 0) << confirmed->output;
+  EXPECT_THAT(confirmed->output, HasSubstr("reservation:   none"));
+
+  ASSERT_TRUE(OtherStage(OtherStageRequest("vol-r", /*block=*/true)).ok());
+  EXPECT_EQ(Now().holder, key_b_);
+  EXPECT_EQ(WriteDirect(target, 1 << 20, 'a'), EIO);
+  EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::FENCED;
+  }));
+  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  EXPECT_TRUE(Unpublish("vol-r", target).ok());
+  EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
+  EXPECT_EQ(Now().holder, key_b_);
+  csi::v1::NodeUnstageVolumeRequest unstage;
+  unstage.set_volume_id("vol-r");
+  unstage.set_staging_target_path(OtherStaging("vol-r"));
+  csi::v1::NodeUnstageVolumeResponse unstaged;
+  EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
+  EXPECT_TRUE(Now().keys.empty());
+}
+
+TEST_F(OneWriterTest, TakeoverAfterOffStagesWithoutAReservation) {
+  auto req = StageRequest("vol-o", /*block=*/true);
+  (*req.mutable_volume_context())["takeoverAfter"] = "off";
+
+  ASSERT_TRUE(Stage(req).ok());
+
+  const iscsi::Reservations now = Now();
+  EXPECT_TRUE(now.keys.empty());
+  EXPECT_FALSE(now.holder.has_value());
+  EXPECT_TRUE(Unstage("vol-o", Staging("vol-o")).ok());
+}
+
+}  // namespace
+}  // namespace stagehand::testing
