@@ -118,6 +118,7 @@ absl::Status BuiltinDriver::StartCsiServer(const std::string& initiator) {
   node_options.session_memory_bytes =
       driver::SessionMemoryBytes(options_.fuse_io_uring, static_cast<unsigned>(get_nprocs_conf()));
   node_options.replacement_timeout_seconds = options_.replacement_timeout;
+  node_options.takeover_after_seconds = options_.takeover_after;
   node_options.initiator_name = initiator;
   node_options.state_dir = options_.state_dir;
   node_options.runtime_dir = options_.runtime_dir;

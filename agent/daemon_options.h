@@ -78,6 +78,10 @@ struct DaemonOptions {
   // Seconds I/O of a userspace session waits for a lost target before it fails with EIO
   // (reconnects go on); a volume's `replacementTimeout` context key wins.
   uint32_t replacement_timeout = 120;
+  // Seconds a stage of a single-node volume waits for a dead holder of its LUN (another node
+  // whose reservation key stands still) before it takes the LUN over; 0: never ("off"). A
+  // volume's `takeoverAfter` context key wins.
+  uint32_t takeover_after = 30;
 };
 
 // Fills in the defaults that derive from other options (node id from `host_name`, the CSI

@@ -17,6 +17,7 @@
 #include "agent/version.h"
 #include "base/log.h"
 #include "base/process.h"
+#include "iscsi/target_spec.h"
 #include "session/session_process.h"
 #include <CLI/CLI.hpp>
 
@@ -156,6 +157,19 @@ void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags&
                  "node.session.timeo.replacement_timeout); a volume's replacementTimeout wins")
       ->check(CLI::Range(1u, 86400u))
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--takeover-after",
+         [&o](const std::string& text) {
+           o.takeover_after = stagehand::iscsi::ParseTakeoverAfter(text, "--takeover-after")
+                                  .value_or(o.takeover_after);
+         },
+         "Seconds another node's reservation of a single-node volume's LUN must stand still "
+         "(its key unrenewed: a dead node) before a stage here takes the LUN over, or off; at "
+         "least 3; a volume's takeoverAfter wins (default: 30)")
+      ->check([](const std::string& text) {
+        auto parsed = stagehand::iscsi::ParseTakeoverAfter(text, "--takeover-after");
+        return parsed.ok() ? std::string() : std::string(parsed.status().message());
+      });
 }
 
 void AddLoggingFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f) {

@@ -22,6 +22,9 @@ struct NodeServiceOptions {
   bool userspace_default = false;
   int64_t session_memory_bytes = 0;            // SessionMemoryBytes (node_room.h).
   uint32_t replacement_timeout_seconds = 120;  // Unless the volume context says otherwise.
+  // Seconds a stage waits for a dead holder of its LUN's reservation before it takes it over
+  // (0: never), unless the volume context says otherwise (iscsi::TargetSpec).
+  uint32_t takeover_after_seconds = 30;
   std::string initiator_name;
   std::string state_dir;    // Holds volumes/ (records) and format-intents/.
   std::string runtime_dir;  // Holds sessions/<hash>/ of session processes.

@@ -1,5 +1,6 @@
 #include "driver/volume_stager.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <utility>
@@ -7,10 +8,12 @@
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/match.h>
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <spdlog/spdlog.h>
 
+#include "base/clock.h"
 #include "base/file_io.h"
 #include "base/log.h"
 #include "base/paths.h"
@@ -18,6 +21,7 @@
 #include "driver/csi_validation.h"
 #include "driver/lun_claims.h"
 #include "iscsi/persistent_reservation.h"
+#include "iscsi/reservation_claim.h"
 #include "mounter/format_decision.h"
 
 namespace stagehand::driver {
@@ -32,7 +36,8 @@ VolumeStager::VolumeStager(const NodeServiceDeps& deps, const NodeServiceOptions
     : deps_(deps),
       options_(options),
       store_(store),
-      format_intents_(JoinPath(options.state_dir, "format-intents")) {}
+      format_intents_(JoinPath(options.state_dir, "format-intents")),
+      takeovers_(RealClock::Get()) {}
 
 std::string VolumeStager::SessionsDir() const {
   return JoinPath(options_.runtime_dir, "sessions");
@@ -76,9 +81,17 @@ transport::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStage
   attach.replacement_timeout_seconds =
       target.replacement_timeout_seconds.value_or(options_.replacement_timeout_seconds);
   // One writer across nodes: the LUN is reserved under this node's key before its first
-  // write (fsck, mkfs, mount), unless the volume opts out.
-  if (IsSingleNode(cap.access_mode) && !target.reservation_off) {
+  // write (fsck, mkfs, mount), renewed every third of the takeover time, and a holder whose key
+  // stood still for the takeover time is taken over.
+  if (IsSingleNode(cap.access_mode)) {
+    const uint32_t takeover =
+        target.takeover_after_seconds.value_or(options_.takeover_after_seconds);
     attach.reservation_key = iscsi::NodeKey(options_.node_id, 0);
+    attach.reservation_optional = takeover == 0;
+    attach.reservation_renew_seconds = std::max(1u, (takeover == 0 ? 30 : takeover) / 3);
+    attach.takeover_key =
+        takeover == 0 ? 0
+                      : takeovers_.KeyToTakeOver(req.volume_id(), std::chrono::seconds(takeover));
   }
   return attach;
 }
@@ -151,7 +164,26 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
         .count();
   };
-  SH_ASSIGN_OR_RETURN(transport::Attachment a, deps_.transport.Attach(attach));
+  absl::StatusOr<transport::Attachment> attached = deps_.transport.Attach(attach);
+  if (!attached.ok()) {
+    // Another node holds the LUN: how long its key stays unchanged tells a dead holder.
+    if (auto holder = attached.status().GetPayload(iscsi::kHolderKeyPayload)) {
+      uint64_t key = 0;
+      if (absl::SimpleAtoi(std::string(*holder), &key)) {
+        takeovers_.Refused(req.volume_id(), key);
+      }
+    }
+    return attached.status();
+  }
+  takeovers_.Forget(req.volume_id());
+  if (attach.takeover_key != 0) {
+    Log(kComponent)
+        .warn(
+            "stage volume='{}': took the LUN over from key {}, unchanged for the takeover "
+            "time (its node is taken for dead and is fenced)",
+            req.volume_id(), iscsi::FormatKey(attach.takeover_key));
+  }
+  transport::Attachment a = std::move(*attached);
   Log(kComponent)
       .debug("stage volume='{}' attached device={} after {:.1f} ms", req.volume_id(), a.device,
              elapsed_ms());

@@ -15,6 +15,7 @@
 #include "driver/csi_validation.h"
 #include "driver/node_options.h"
 #include "driver/staged_volume.h"
+#include "driver/takeover_watch.h"
 #include "driver/volume_store.h"
 #include "iscsi/lun_identity.h"
 #include "iscsi/target_spec.h"
@@ -92,6 +93,8 @@ class VolumeStager {
   // Held from the check that no other volume uses a LUN until the record claiming it is saved,
   // so that two volumes staged at once cannot both claim it.
   Mutex claims_mu_;
+  // Other nodes' holders of the LUNs of volumes this node waits for.
+  TakeoverWatch takeovers_;
 };
 
 }  // namespace stagehand::driver

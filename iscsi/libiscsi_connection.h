@@ -92,6 +92,10 @@ class Connection {
                                  const absl::StatusOr<ScsiTask>& ran) const;
   // One PERSISTENT RESERVE IN service action, `length` bytes at most.
   absl::StatusOr<ScsiTask> ReserveIn(int action, uint16_t length);
+  // Run, again while the command meets a unit attention (reported once per nexus: after a
+  // preemption, a release, a reset), a few times at most.
+  absl::StatusOr<ScsiTask> RunPastUnitAttentions(const std::string& what,
+                                                 const std::function<scsi_task*(TaskStep*)>& start);
   // A VPD page the target may lack: nullopt when it says it has none (ILLEGAL REQUEST);
   // Unavailable when the answer did not come or was anything else.
   absl::StatusOr<std::optional<std::vector<uint8_t>>> OptionalVpdPage(int page);

@@ -66,11 +66,25 @@ absl::Status Connection::ReservationFailed(const std::string& what,
   return Failed(what, ran);
 }
 
+absl::StatusOr<ScsiTask> Connection::RunPastUnitAttentions(
+    const std::string& what, const std::function<scsi_task*(TaskStep*)>& start) {
+  constexpr int kAttempts = 4;
+  absl::StatusOr<ScsiTask> ran = Run(what, start);
+  for (int i = 1;
+       i < kAttempts && ran.ok() && *ran && (*ran)->status == SCSI_STATUS_CHECK_CONDITION &&
+       (*ran)->sense.key == SCSI_SENSE_UNIT_ATTENTION;
+       ++i) {
+    ran = Run(what, start);
+  }
+  return ran;
+}
+
 absl::StatusOr<ScsiTask> Connection::ReserveIn(int action, uint16_t length) {
-  return Run(absl::StrCat("PERSISTENT RESERVE IN of ", what_), [&](TaskStep* step) {
-    return iscsi_persistent_reserve_in_task(ctx_.get(), static_cast<int>(lun_), action, length,
-                                            OnTaskStep, step);
-  });
+  return RunPastUnitAttentions(
+      absl::StrCat("PERSISTENT RESERVE IN of ", what_), [&](TaskStep* step) {
+        return iscsi_persistent_reserve_in_task(ctx_.get(), static_cast<int>(lun_), action, length,
+                                                OnTaskStep, step);
+      });
 }
 
 absl::StatusOr<Reservations> Connection::ReadReservations() {
@@ -121,7 +135,7 @@ absl::Status Connection::ReserveOut(ReserveAction action, uint64_t key, uint64_t
   scsi_persistent_reserve_out_basic params{};
   params.reservation_key = key;
   params.service_action_reservation_key = service_key;
-  auto ran = Run(what, [&](TaskStep* step) {
+  auto ran = RunPastUnitAttentions(what, [&](TaskStep* step) {
     return iscsi_persistent_reserve_out_task(
         ctx_.get(), static_cast<int>(lun_), ServiceAction(action), SCSI_PERSISTENT_RESERVE_SCOPE_LU,
         type, &params, OnTaskStep, step);

@@ -1,5 +1,8 @@
 #include "iscsi/persistent_reservation.h"
 
+#include <algorithm>
+#include <random>
+
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_format.h>
 
@@ -23,6 +26,16 @@ uint64_t NodeKey(std::string_view node_id, uint32_t rotation) {
 
 bool IsNodeKey(uint64_t key, std::string_view node_id) {
   return key >> 32 == NodeKeyPrefix(node_id);
+}
+
+uint64_t FreshKey(uint64_t node_key, const std::vector<uint64_t>& taken) {
+  std::random_device random;
+  while (true) {
+    const uint64_t key = (node_key & 0xffffffff00000000ULL) | random();
+    if (std::find(taken.begin(), taken.end(), key) == taken.end()) {
+      return key;
+    }
+  }
 }
 
 std::string FormatKey(uint64_t key) {

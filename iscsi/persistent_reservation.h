@@ -46,6 +46,15 @@ uint64_t NodeKey(std::string_view node_id, uint32_t rotation);
 // Whether `key` is one of `node_id`'s.
 bool IsNodeKey(uint64_t key, std::string_view node_id);
 
+// Whether `a` and `b` are keys of the same node (the same upper 32 bits).
+inline bool SameNode(uint64_t a, uint64_t b) {
+  return a >> 32 == b >> 32;
+}
+
+// A key of the node of `node_key` with a random lower half that `taken` does not list: what a
+// new registration or a renewal moves to, so that READ KEYS shows the node alive.
+uint64_t FreshKey(uint64_t node_key, const std::vector<uint64_t>& taken);
+
 // "0x1a2b3c4d00000007".
 std::string FormatKey(uint64_t key);
 

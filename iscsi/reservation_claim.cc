@@ -1,8 +1,9 @@
 #include "iscsi/reservation_claim.h"
 
 #include <algorithm>
-#include <optional>
+#include <vector>
 
+#include <absl/strings/cord.h>
 #include <absl/strings/str_cat.h>
 
 #include "iscsi/persistent_reservation.h"
@@ -12,8 +13,15 @@ namespace {
 
 constexpr uint8_t kType = kWriteExclusiveRegistrantsOnly;
 
-bool Listed(const Reservations& r, uint64_t key) {
-  return std::find(r.keys.begin(), r.keys.end(), key) != r.keys.end();
+// The distinct keys of the node of `node_key` that `r` lists.
+std::vector<uint64_t> NodeKeys(const Reservations& r, uint64_t node_key) {
+  std::vector<uint64_t> out;
+  for (uint64_t key : r.keys) {
+    if (SameNode(key, node_key) && std::find(out.begin(), out.end(), key) == out.end()) {
+      out.push_back(key);
+    }
+  }
+  return out;
 }
 
 std::string Holder(const std::optional<uint64_t>& holder) {
@@ -21,9 +29,13 @@ std::string Holder(const std::optional<uint64_t>& holder) {
 }
 
 absl::Status HeldByAnother(const std::optional<uint64_t>& holder) {
-  return absl::FailedPreconditionError(
+  absl::Status s = absl::FailedPreconditionError(
       absl::StrCat("the LUN is reserved by another node (", Holder(holder),
                    "; `stagehandctl iscsi key --node-id ID` prints the key prefix of a node id)"));
+  if (holder) {
+    s.SetPayload(kHolderKeyPayload, absl::Cord(absl::StrCat(*holder)));
+  }
+  return s;
 }
 
 absl::Status Fenced(const std::optional<uint64_t>& holder) {
@@ -32,39 +44,88 @@ absl::Status Fenced(const std::optional<uint64_t>& holder) {
                    Holder(holder), "): it must not write to it any more"));
 }
 
-}  // namespace
-
 // The target lost every registration since `held_at` (a restart without persistence): no
 // key, no reservation, and a generation that went back (it only ever moves forward otherwise).
 bool TargetForgot(const Reservations& r, uint32_t held_at) {
   return r.keys.empty() && !r.holder && r.generation < held_at;
 }
 
-absl::StatusOr<uint32_t> ClaimReservation(Connection& conn, uint64_t key,
-                                          std::optional<uint32_t> held_at) {
+// Registers this nexus under a fresh key of the node of `node_key` (a nexus that held the
+// reservation keeps it under the new key). The key.
+absl::StatusOr<uint64_t> RegisterFresh(Connection& conn, uint64_t node_key,
+                                       const Reservations& before) {
+  const uint64_t mine = FreshKey(node_key, before.keys);
+  SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, mine, 0));
+  return mine;
+}
+
+// Removes the registrations of `keys` under `mine`, the holder's first (its preemption hands
+// this nexus the reservation).
+absl::Status PreemptAll(Connection& conn, uint64_t mine, std::vector<uint64_t> keys,
+                        const std::optional<uint64_t>& holder) {
+  std::erase(keys, mine);
+  if (holder && std::find(keys.begin(), keys.end(), *holder) != keys.end()) {
+    std::erase(keys, *holder);
+    keys.insert(keys.begin(), *holder);
+  }
+  for (uint64_t key : keys) {
+    SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kPreempt, mine, key, kType));
+  }
+  return absl::OkStatus();
+}
+
+// Takes the LUN under `mine` (registered): from the node's own registrations that are gone, or
+// from the dead holder `takeover_key` (exactly that key first: one that moved since is alive,
+// and its preemption fails) with every other registration of its node.
+absl::Status TakeUnder(Connection& conn, uint64_t mine, uint64_t node_key, uint64_t takeover_key) {
+  SH_ASSIGN_OR_RETURN(const Reservations now, conn.ReadReservations());
+  if (takeover_key != 0) {
+    SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kPreempt, mine, takeover_key, kType));
+    std::vector<uint64_t> rest = NodeKeys(now, takeover_key);
+    std::erase(rest, takeover_key);
+    return PreemptAll(conn, mine, rest, std::nullopt);
+  }
+  SH_RETURN_IF_ERROR(PreemptAll(conn, mine, NodeKeys(now, node_key), now.holder));
+  return now.holder ? absl::OkStatus() : conn.ReserveOut(ReserveAction::kReserve, mine, 0, kType);
+}
+
+}  // namespace
+
+absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
+                                       std::optional<uint32_t> held_at, uint64_t takeover_key) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
-  if (held_at && !Listed(before, key) && TargetForgot(before, *held_at)) {
+  std::vector<uint64_t> own = NodeKeys(before, node_key);
+  if (held_at && own.empty() && TargetForgot(before, *held_at)) {
     held_at.reset();
   }
   const bool held_before = held_at.has_value();
-  if (held_before && !Listed(before, key)) {
+  if (held_before && own.empty()) {
     return Fenced(before.holder);
   }
-  if (before.holder && *before.holder != key) {
+  const bool other_holds = before.holder && !SameNode(*before.holder, node_key);
+  // A dead holder (its key has not moved for the takeover time) is taken over, with every
+  // registration of its node; a live one refuses.
+  const bool take_over =
+      other_holds && !held_before && takeover_key != 0 && *before.holder == takeover_key;
+  if (other_holds && !take_over) {
     return held_before ? Fenced(before.holder) : HeldByAnother(before.holder);
   }
-  SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, key, 0));
-  // Held under this key already (on a nexus that is gone, or this one): take it over, which
-  // also removes every other registration of the key. Else reserve it.
-  absl::Status taken = before.holder ? conn.ReserveOut(ReserveAction::kPreempt, key, key, kType)
-                                     : conn.ReserveOut(ReserveAction::kReserve, key, 0, kType);
+  // Held by this node already (on a nexus that is gone, or under an older key): take it over
+  // and remove the node's other registrations. Held by a dead node: the same, from it.
+  absl::StatusOr<uint64_t> mine = RegisterFresh(conn, node_key, before);
+  absl::Status taken = mine.status();
+  if (mine.ok()) {
+    taken = TakeUnder(conn, *mine, node_key, take_over ? takeover_key : 0);
+  }
   // What the target says now decides: another node may have reserved or preempted between the
   // read above and these commands.
   absl::StatusOr<Reservations> after = conn.ReadReservations();
-  if (taken.ok() && after.ok() && after->holder == key) {
-    return after->generation;
+  if (taken.ok() && after.ok() && after->holder == *mine) {
+    return Claim{.key = *mine, .generation = after->generation};
   }
-  (void)conn.ReserveOut(ReserveAction::kRegister, key, 0, 0);  // Unregisters this nexus.
+  if (mine.ok()) {
+    (void)conn.ReserveOut(ReserveAction::kRegister, *mine, 0, 0);  // Unregisters this nexus.
+  }
   if (!taken.ok() && taken.code() != absl::StatusCode::kFailedPrecondition) {
     return taken;  // Not a conflict: unsupported, or the connection failed.
   }
@@ -74,27 +135,31 @@ absl::StatusOr<uint32_t> ClaimReservation(Connection& conn, uint64_t key,
   return held_before ? Fenced(after->holder) : HeldByAnother(after->holder);
 }
 
-absl::Status JoinReservation(Connection& conn, uint64_t key) {
+absl::StatusOr<uint64_t> JoinReservation(Connection& conn, uint64_t node_key) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
-  if (!Listed(before, key)) {
+  if (NodeKeys(before, node_key).empty()) {
     return Fenced(before.holder);
   }
-  return conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, key, 0);
+  const uint64_t mine = FreshKey(node_key, before.keys);
+  SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, mine, 0));
+  return mine;
 }
 
-absl::Status ReleaseReservation(Connection& conn, uint64_t key) {
+absl::Status ReleaseReservation(Connection& conn, uint64_t node_key) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
-  if (!Listed(before, key)) {
+  if (NodeKeys(before, node_key).empty()) {
     return absl::OkStatus();  // Not registered (never, or fenced): nothing of ours to give up.
   }
-  SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, key, 0));
-  // Removes the key's registrations on nexuses that are gone (and takes the reservation over
-  // from them when one holds it), so that the release below is this nexus's to make.
-  SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kPreempt, key, key, kType));
-  if (before.holder == key) {
-    SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRelease, key, 0, kType));
+  // Removes the node's registrations on nexuses that are gone (taking the reservation over
+  // from the one that holds it), so that the release below is this nexus's to make.
+  SH_ASSIGN_OR_RETURN(const uint64_t mine, RegisterFresh(conn, node_key, before));
+  SH_ASSIGN_OR_RETURN(const Reservations now, conn.ReadReservations());
+  SH_RETURN_IF_ERROR(PreemptAll(conn, mine, NodeKeys(now, node_key), now.holder));
+  SH_ASSIGN_OR_RETURN(const Reservations after, conn.ReadReservations());
+  if (after.holder == mine) {
+    SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRelease, mine, 0, kType));
   }
-  return conn.ReserveOut(ReserveAction::kRegister, key, 0, 0);
+  return conn.ReserveOut(ReserveAction::kRegister, mine, 0, 0);
 }
 
 }  // namespace stagehand::iscsi

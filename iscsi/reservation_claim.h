@@ -4,13 +4,17 @@
 // Exclusive - Registrants Only, on one I_T nexus (an iscsi::Connection): what every login of a
 // single-writer volume must do before its first write, and undo when the volume is given up.
 //
+// A node's keys share their upper 32 bits (iscsi/persistent_reservation.h); every claim and
+// every renewal registers a fresh lower half, so that a live holder's key keeps moving and a
+// waiting node can tell a dead holder by a key that does not.
+//
 // Registrations belong to a nexus, and every new login is a new nexus: a reconnect, or a
 // successor process, finds its node's earlier registration (and the reservation) orphaned on a
 // nexus that is gone. It registers again and takes the reservation over from that orphan
-// (PREEMPT of its own key, as Pacemaker's fence_scsi does) - but only while its key is still
-// registered: once another node has preempted it, it is fenced and must never register again
-// on its own. Under Write Exclusive - Registrants Only every registrant may write, so a nexus
-// that did not get the reservation is unregistered again before the claim returns.
+// (PREEMPT of its own key, as Pacemaker's fence_scsi does) - but only while a key of its node is
+// still registered: once another node has preempted it, it is fenced and must never register
+// again on its own. Under Write Exclusive - Registrants Only every registrant may write, so a
+// nexus that did not get the reservation is unregistered again before the claim returns.
 
 #include <cstdint>
 #include <optional>
@@ -20,31 +24,41 @@
 
 namespace stagehand::iscsi {
 
-// Claims the LUN of `conn` for `key` (a node key, iscsi/persistent_reservation.h). `held_at`:
-// this node held it on an earlier nexus of this volume (a reconnect or a successor), and the
+// The payload (a decimal key) of a FailedPrecondition that another node's holder caused, on
+// absl::Status: its key, for a caller that counts how long it stays unchanged.
+inline constexpr char kHolderKeyPayload[] = "type.stagehand.dev/reservation-holder-key";
+
+struct Claim {
+  uint64_t key = 0;         // This nexus's registration now (the reservation's key).
+  uint32_t generation = 0;  // The target's generation after the claim.
+};
+
+// Claims the LUN of `conn` for the node of `node_key` (any key of the node). `held_at`: this
+// node held it on an earlier nexus of this volume (a reconnect or a successor), and the
 // target's generation was this when it last claimed it; nullopt: a first claim.
-// Returns the target's generation after the claim: this nexus is registered under `key` and
-//   the LUN is reserved for it.
+// `takeover_key`: non-zero, another node's key that the caller saw hold the LUN unchanged for
+// longer than the takeover time (a dead holder): if it still holds it, it is preempted.
+// Returns this nexus's key and the generation: the LUN is reserved for this nexus.
 // FailedPrecondition: another node holds the LUN (the message names its key); this nexus is
 //   left unregistered.
-// PermissionDenied: held before, and this node's registration is gone: another node preempted
-//   it (fenced); this nexus is left unregistered. Except where the target forgot every
+// PermissionDenied: held before, and no key of this node is registered any more: another node
+//   preempted it (fenced); this nexus is left unregistered. Except where the target forgot every
 //   registration (no keys, no reservation, its generation below `held_at`: it restarted without
 //   persisting them, as tgt does): then this is a first claim again.
 // Unimplemented: the target does not support persistent reservations.
 // Others: the commands' errors (the connection failed).
-absl::StatusOr<uint32_t> ClaimReservation(Connection& conn, uint64_t key,
-                                          std::optional<uint32_t> held_at);
+absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
+                                       std::optional<uint32_t> held_at, uint64_t takeover_key = 0);
 
-// Registers this nexus under `key` beside another nexus of this node that holds the LUN (a
-// process taking a volume over while the one that serves it still does, which must not lose
-// its registration meanwhile): under Write Exclusive - Registrants Only every registrant may
-// write. PermissionDenied when `key` holds no registration (fenced, or the target forgot it: the
-// next reconnect's claim tells which).
-absl::Status JoinReservation(Connection& conn, uint64_t key);
+// Registers this nexus under a fresh key of the node of `node_key` beside another nexus of the
+// node that holds the LUN (a process taking a volume over while the one that serves it still
+// does, which must not lose its registration meanwhile): under Write Exclusive - Registrants
+// Only every registrant may write. Returns the key. PermissionDenied when no key of the node is
+// registered (fenced, or the target forgot it: the next reconnect's claim tells which).
+absl::StatusOr<uint64_t> JoinReservation(Connection& conn, uint64_t node_key);
 
-// Gives the LUN up: releases the reservation when `key` holds it and unregisters this nexus
-// (and any registration of `key` left on nexuses that are gone).
-absl::Status ReleaseReservation(Connection& conn, uint64_t key);
+// Gives the LUN up: releases the reservation when the node of `node_key` holds it and removes
+// every registration of the node (this nexus's and those left on nexuses that are gone).
+absl::Status ReleaseReservation(Connection& conn, uint64_t node_key);
 
 }  // namespace stagehand::iscsi

@@ -10,6 +10,7 @@
 
 #include <absl/strings/ascii.h>
 #include <absl/strings/match.h>
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
 #include <absl/strings/strip.h>
@@ -302,17 +303,27 @@ absl::StatusOr<TargetSpec> ParseTargetSpec(const std::map<std::string, std::stri
     spec.replacement_timeout_seconds = seconds;
   }
   if (auto takeover = Lookup(context, kTakeoverAfterKey)) {
-    if (absl::StripAsciiWhitespace(*takeover) != "off") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'takeoverAfter' is '", *takeover,
-          "': only \"off\" is accepted (stage without a reservation); the automatic takeover "
-          "of a dead holder is not built yet"));
-    }
-    spec.reservation_off = true;
+    SH_ASSIGN_OR_RETURN(spec.takeover_after_seconds,
+                        ParseTakeoverAfter(*takeover, "'takeoverAfter'"));
   }
   SH_ASSIGN_OR_RETURN(spec.session_chap, ParseChap(secrets, "node.session.auth"));
   SH_ASSIGN_OR_RETURN(spec.discovery_chap, ParseChap(secrets, "node.sendtargets.auth"));
   return spec;
+}
+
+absl::StatusOr<uint32_t> ParseTakeoverAfter(const std::string& text, const std::string& what) {
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
+  if (trimmed == "off") {
+    return 0;
+  }
+  uint32_t seconds = 0;
+  if (!absl::SimpleAtoi(trimmed, &seconds) || seconds < kMinTakeoverAfterSeconds ||
+      seconds > 86400) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is '", text, "': expected \"off\" or seconds from ", kMinTakeoverAfterSeconds,
+        " to 86400 (a holder renews its key every third of it)"));
+  }
+  return seconds;
 }
 
 bool SameAddress(std::string_view a, std::string_view b) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -41,11 +42,19 @@ struct TargetSpec {
   std::optional<ChapCredentials> discovery_chap;
   // `replacementTimeout` in seconds (1..86400); unset: the node's default.
   std::optional<uint32_t> replacement_timeout_seconds;
-  // `takeoverAfter: "off"`: a single-node volume is staged without a persistent reservation
-  // (another node could write to it too). Automatic takeover of a dead holder after N seconds
-  // is not built yet: "off" is the only value accepted.
-  bool reservation_off = false;
+  // `takeoverAfter`: seconds (3..86400) another node waits for a dead holder of this volume's
+  // reservation (its key unchanged) before it preempts it; 0 for "off": never automatically,
+  // and a target without persistent reservations stages the volume without one. Unset: the
+  // node's default.
+  std::optional<uint32_t> takeover_after_seconds;
 };
+
+// The smallest takeover time: three renewal periods of a second.
+inline constexpr uint32_t kMinTakeoverAfterSeconds = 3;
+
+// "off" -> 0, "30" -> 30; InvalidArgument naming `what` otherwise (below
+// kMinTakeoverAfterSeconds, above a day, not a number).
+absl::StatusOr<uint32_t> ParseTakeoverAfter(const std::string& text, const std::string& what);
 
 // Volume-context keys.
 inline constexpr char kTargetPortalKey[] = "targetPortal";

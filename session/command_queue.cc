@@ -7,6 +7,7 @@
 
 #include <absl/strings/str_cat.h>
 
+#include "iscsi/persistent_reservation.h"
 #include "session/lun_io.h"
 
 namespace stagehand::session {
@@ -165,12 +166,7 @@ void CommandQueue::OnTaskDone(iscsi_context* /*ctx*/, int status, void* command_
       return;
     case CompletionAction::kFenced:
       r->Fail(EIO, self->options_.counters);
-      if (!self->failed_closed_) {
-        self->FailClosed();
-        if (self->options_.on_fenced) {
-          self->options_.on_fenced();
-        }
-      }
+      self->Fence();
       return;
   }
 }
@@ -364,6 +360,61 @@ void CommandQueue::FailClosed() {
   FailWaiting();
 }
 
+void CommandQueue::Fence() {
+  if (failed_closed_) {
+    return;
+  }
+  FailClosed();
+  if (options_.on_fenced) {
+    options_.on_fenced();
+  }
+}
+
+void CommandQueue::SetReservationKey(uint64_t key) {
+  reservation_key_ = key;
+  renewing_to_ = 0;
+  renewed_at_ = std::chrono::steady_clock::now();
+}
+
+void CommandQueue::RenewIfDue(std::chrono::steady_clock::time_point now) {
+  // Checked once a tick (a second): due half a tick early, so that the period is not
+  // stretched to the next tick.
+  if (reservation_key_ == 0 || options_.renew_every.count() <= 0 || renewing_to_ != 0 ||
+      now - renewed_at_ + std::chrono::milliseconds(500) < options_.renew_every) {
+    return;
+  }
+  const uint64_t fresh = iscsi::FreshKey(reservation_key_, {reservation_key_});
+  scsi_persistent_reserve_out_basic params{};
+  params.reservation_key = reservation_key_;
+  params.service_action_reservation_key = fresh;
+  if (iscsi_persistent_reserve_out_task(
+          ctx_.get(), static_cast<int>(options_.lun), SCSI_PERSISTENT_RESERVE_REGISTER,
+          SCSI_PERSISTENT_RESERVE_SCOPE_LU, 0, &params, &OnRenewed, this) != nullptr) {
+    renewing_to_ = fresh;
+  }
+}
+
+void CommandQueue::OnRenewed(iscsi_context* ctx, int status, void* command_data,
+                             void* private_data) {
+  iscsi::ScsiTask task(static_cast<scsi_task*>(command_data));
+  auto* self = static_cast<CommandQueue*>(private_data);
+  if (self->stopping_ || ctx != self->ctx_.get() || status == SCSI_STATUS_CANCELLED) {
+    return;  // A connection that is gone: the next login claims under a key of its own.
+  }
+  self->Heard(status);
+  const uint64_t fresh = std::exchange(self->renewing_to_, 0);
+  if (status == SCSI_STATUS_GOOD && fresh != 0) {
+    self->reservation_key_ = fresh;
+    self->renewed_at_ = std::chrono::steady_clock::now();
+    if (self->options_.on_renewed) {
+      self->options_.on_renewed(fresh);
+    }
+  } else if (status == SCSI_STATUS_RESERVATION_CONFLICT) {
+    self->Fence();  // The registration is gone: another node preempted it.
+  }
+  // Anything else (a unit attention, a dropped connection) waits for the next tick or login.
+}
+
 void CommandQueue::FailWaiting() {
   for (auto* queue : {&parked_, &retry_on_tick_}) {
     for (auto& r : *queue) {
@@ -413,6 +464,7 @@ void CommandQueue::OnTick() {
     return;
   }
   ++ticks_;
+  RenewIfDue(now);
   if (!nop_sent_at_ && iscsi_nop_out_async(ctx_.get(), &OnNopIn, nullptr, 0, this) == 0) {
     nop_sent_at_ = now;
   }

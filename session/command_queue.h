@@ -33,8 +33,13 @@ struct CommandQueueOptions {
   std::function<void(const iscsi::LunCapacity&)> on_capacity;
   // A capacity refresh is over (whether or not it could read anything).
   std::function<void()> on_capacity_refreshed;
-  // The target answered RESERVATION CONFLICT: the queue failed closed (another node holds the
-  // LUN). Called once.
+  // With a reservation key (SetReservationKey): how often the registration moves to a fresh
+  // key of the node (PERSISTENT RESERVE OUT, REGISTER), which shows through the target that
+  // this node is alive; 0: never. on_renewed gets each new key.
+  std::chrono::seconds renew_every{0};
+  std::function<void(uint64_t)> on_renewed;
+  // The target answered RESERVATION CONFLICT (a command, or a renewal: the registration is
+  // gone): the queue failed closed (another node holds the LUN). Called once.
   std::function<void()> on_fenced;
 };
 
@@ -104,6 +109,9 @@ class CommandQueue {
   // Stopping: answers (EIO) whatever waits, so that the kernel is not left waiting.
   void FailWaiting();
 
+  // The key this connection's nexus is registered under (a claim's, after a login); 0: none.
+  void SetReservationKey(uint64_t key);
+
   // Nothing in flight on the connection, nothing waiting for one or for a tick.
   bool Idle() const { return sent_.empty() && parked_.empty() && retry_on_tick_.empty(); }
 
@@ -113,6 +121,11 @@ class CommandQueue {
                              void* private_data);
   static void OnCapacity(iscsi_context* ctx, int status, void* command_data, void* private_data);
   static void OnNopIn(iscsi_context* ctx, int status, void* command_data, void* private_data);
+  static void OnRenewed(iscsi_context* ctx, int status, void* command_data, void* private_data);
+  // Moves the registration to a fresh key when a renewal is due.
+  void RenewIfDue(std::chrono::steady_clock::time_point now);
+  // Fails closed and tells on_fenced, once.
+  void Fence();
   // An answer came from the target (not a cancellation).
   void Heard(int status);
 
@@ -138,6 +151,9 @@ class CommandQueue {
   std::chrono::steady_clock::time_point last_heard_;
   std::deque<std::unique_ptr<IoRequest>> parked_;         // Waiting for a connection.
   std::deque<std::unique_ptr<IoRequest>> retry_on_tick_;  // Waiting for the next tick.
+  uint64_t reservation_key_ = 0;                          // The registration now; 0: none.
+  uint64_t renewing_to_ = 0;  // The key a renewal in flight moves to; 0: none.
+  std::chrono::steady_clock::time_point renewed_at_;  // Of the key, on this connection.
 };
 
 }  // namespace stagehand::session

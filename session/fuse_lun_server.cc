@@ -240,6 +240,7 @@ std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, iscsi::
   s->board.status.portal = options.login.portal.ToString();
   s->board.status.capacity_bytes = options.capacity.Bytes();
   s->board.status.reservation_generation = options.reservation_generation;
+  s->board.status.reservation_key = options.reservation_current;
   s->pool.Reserve(options.reserved_buffers);
   s->queue = std::make_unique<CommandQueue>(
       CommandQueueOptions{
@@ -254,6 +255,12 @@ std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, iscsi::
                 ++s->board.status.capacity_refreshes;
                 s->board.Publish(s->board.status.state, s->board.status.message);
               },
+          .renew_every = options.reservation_renew,
+          .on_renewed =
+              [s](uint64_t key) {
+                s->board.status.reservation_key = key;
+                s->board.Publish(s->board.status.state, s->board.status.message);
+              },
           .on_fenced =
               [s] {
                 s->board.Publish(ServerState::kFenced,
@@ -264,6 +271,7 @@ std::unique_ptr<FuseLunServer::Impl> Wire(FuseLunServerOptions& options, iscsi::
               },
       },
       std::move(ctx));
+  s->queue->SetReservationKey(options.reservation_current);
   return impl;
 }
 

@@ -58,6 +58,10 @@ struct FuseLunServerOptions {
   // I/O, at this generation); every reconnect claims it again (ReconnectorOptions).
   uint64_t reservation_key = 0;
   uint32_t reservation_generation = 0;
+  // The registration's key now (0 for a successor, whose first login claims afresh), and how
+  // often it moves to a fresh key (CommandQueueOptions::renew_every).
+  uint64_t reservation_current = 0;
+  std::chrono::seconds reservation_renew{0};
 };
 
 class FuseLunServer {

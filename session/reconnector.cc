@@ -179,11 +179,13 @@ Reconnector::Outcome Reconnector::Accept(std::unique_ptr<iscsi::Connection> conn
       *why = absl::StrCat("cannot claim the LUN's reservation: ", claimed.status().message());
       return Outcome::kRetry;
     }
-    board_.status.reservation_generation = *claimed;
+    board_.status.reservation_generation = claimed->generation;
+    board_.status.reservation_key = claimed->key;
   }
   options_.login.portal = params.portal;
   portal_index_ = (portal_index_ + attempt - 1) % std::max<size_t>(options_.portals.size(), 1);
   queue_.Connect(conn->ReleaseContext());
+  queue_.SetReservationKey(board_.status.reservation_key);
   last_reconnect_ = std::chrono::steady_clock::now();
   lost_since_.reset();
   board_.status.lost_since_ns = 0;

@@ -31,6 +31,7 @@ struct ServerStatus {
   std::string fuse_mode = "classic";
   // With a reservation key: the target's reservation generation at the last claim.
   uint32_t reservation_generation = 0;
+  uint64_t reservation_key = 0;  // The registration's key now.
 };
 
 // The parts of the server keep `status` current (portal, counters, capacity) and publish a

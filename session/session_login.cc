@@ -1,8 +1,10 @@
 #include "session/session_login.h"
 
+#include <cstdio>
 #include <string>
 #include <utility>
 
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
 #include "iscsi/reservation_claim.h"
@@ -49,21 +51,34 @@ absl::StatusOr<std::unique_ptr<iscsi::Connection>> LoginAnyPortal(
   return last;
 }
 
-absl::StatusOr<uint32_t> ClaimForVolume(iscsi::Connection& conn, uint64_t key) {
-  auto claimed = iscsi::ClaimReservation(conn, key, std::nullopt);
+absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t node_key,
+                                            uint64_t takeover_key, bool optional) {
+  auto claimed = iscsi::ClaimReservation(conn, node_key, std::nullopt, takeover_key);
   if (claimed.ok()) {
     return claimed;
   }
   const absl::Status& status = claimed.status();
   switch (status.code()) {
-    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kFailedPrecondition: {
       // Like the kubelet's Multi-Attach error: the stage is retried, and succeeds once the
-      // holder has released the LUN.
-      return absl::UnavailableError(
+      // holder has released the LUN, or has been dead for the takeover time.
+      absl::Status busy = absl::UnavailableError(
           absl::StrCat("the volume is in use on another node: ", status.message(),
-                       ". It is staged here once that node unstages it (or an operator releases "
-                       "its reservation after the node is known dead)"));
+                       ". It is staged here once that node unstages it, or once its key has not "
+                       "moved for the takeover time (a dead node)"));
+      if (auto holder = status.GetPayload(iscsi::kHolderKeyPayload)) {
+        busy.SetPayload(iscsi::kHolderKeyPayload, *holder);
+      }
+      return busy;
+    }
     case absl::StatusCode::kUnimplemented:
+      if (optional) {
+        std::fprintf(stderr,
+                     "stagehand-session: the target does not support SCSI-3 persistent "
+                     "reservations: the volume is served without one (takeoverAfter off), and "
+                     "another node could write to it too\n");
+        return iscsi::Claim{};
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           "the target does not support SCSI-3 persistent reservations (", status.message(),
           "): a single-node volume needs them to keep another node from writing to it; to stage "
@@ -74,11 +89,27 @@ absl::StatusOr<uint32_t> ClaimForVolume(iscsi::Connection& conn, uint64_t key) {
   }
 }
 
-absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t key) {
+absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t node_key) {
   std::vector<iscsi::Portal> portals;
   iscsi::LoginParams params = LoginParamsFor(config, {}, &portals);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<iscsi::Connection> conn, LoginAnyPortal(portals, &params));
-  return iscsi::ReleaseReservation(*conn, key);
+  return iscsi::ReleaseReservation(*conn, node_key);
+}
+
+uint64_t HolderKeyOf(const absl::Status& status) {
+  uint64_t key = 0;
+  auto payload = status.GetPayload(iscsi::kHolderKeyPayload);
+  return payload && absl::SimpleAtoi(std::string(*payload), &key) ? key : 0;
+}
+
+void ReleaseAtStop(const state::v1::SessionConfig& config) {
+  if (absl::Status released = ReleaseForVolume(config, config.reservation_key()); !released.ok()) {
+    std::fprintf(stderr,
+                 "stagehand-session: volume %s: cannot release the LUN's reservation: %s; other "
+                 "nodes cannot stage it until this node's key is taken over or released "
+                 "(stagehandctl iscsi reservation)\n",
+                 config.volume_id().c_str(), std::string(released.message()).c_str());
+  }
 }
 
 }  // namespace stagehand::session

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "iscsi/libiscsi_connection.h"
+#include "iscsi/reservation_claim.h"
 #include "iscsi/target_spec.h"
 #include "proto/state.pb.h"
 
@@ -28,15 +29,25 @@ iscsi::LoginParams LoginParamsFor(const state::v1::SessionConfig& config,
 absl::StatusOr<std::unique_ptr<iscsi::Connection>> LoginAnyPortal(
     const std::vector<iscsi::Portal>& portals, iscsi::LoginParams* params);
 
-// The first claim of a volume's LUN for `key`, before any I/O: the target's generation after
-// it. Errors as the container orchestrator should see them: Unavailable while another node
-// holds the LUN (retry: it may release it), FailedPrecondition for a target without persistent
-// reservations.
-absl::StatusOr<uint32_t> ClaimForVolume(iscsi::Connection& conn, uint64_t key);
+// The first claim of a volume's LUN for the node of `node_key`, before any I/O, preempting
+// `takeover_key` if it still holds the LUN (iscsi::ClaimReservation). Errors as the container
+// orchestrator should see them: Unavailable while another node holds the LUN (retry: it may
+// release it, or be taken over; the holder's key as iscsi::kHolderKeyPayload),
+// FailedPrecondition for a target without persistent reservations, unless `optional`: then a
+// Claim with key 0 (no reservation; stderr says so).
+absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t node_key,
+                                            uint64_t takeover_key, bool optional);
 
-// A deliberate stop of the volume (its unstage): a new login gives up what `key` holds, on
-// this nexus and on any nexus of this node that is gone. Best effort, once: the caller logs
-// what failed (a reservation left behind keeps other nodes out until an operator releases it).
-absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t key);
+// A deliberate stop of the volume (its unstage): a new login gives up what the node of
+// `node_key` holds, on this nexus and on any nexus of this node that is gone. Best effort,
+// once: the caller logs what failed (a reservation left behind keeps other nodes out until it
+// is taken over or an operator releases it).
+absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t node_key);
+
+// The key of the other node's holder that `status` (of ClaimForVolume) names; 0: none.
+uint64_t HolderKeyOf(const absl::Status& status);
+
+// ReleaseForVolume of the config's node key, with what failed on stderr (the unit's journal).
+void ReleaseAtStop(const state::v1::SessionConfig& config);
 
 }  // namespace stagehand::session

@@ -133,6 +133,7 @@ class Session {
     status_.set_lost_since_ns(s.lost_since_ns);
     status_.set_silent_since_ns(s.silent_since_ns);
     status_.set_reservation_generation(s.reservation_generation);
+    status_.set_reservation_key(s.reservation_key);
     if (s.fuse_mode != status_.fuse_mode()) {
       // Its unit's journal (the keeper's stderr without systemd).
       std::fprintf(stderr, "stagehand-session: volume %s: FUSE requests: %s\n",
@@ -148,6 +149,7 @@ class Session {
       status_.set_state(SessionStatus::FAILED);
       status_.set_message(std::string(started.message()));
       status_.set_error_code(static_cast<int>(started.code()));
+      status_.set_holder_key(HolderKeyOf(started));
       Ready();
       return 1;
     }
@@ -177,16 +179,8 @@ class Session {
   // A deliberate stop (the volume's unstage) gives the LUN's reservation up, unless another node
   // holds it now; a crash never does (the next process of this node takes it back).
   void ReleaseReservation() {
-    if (config_.reservation_key() == 0 || status_.state() == SessionStatus::FENCED) {
-      return;
-    }
-    if (absl::Status released = ReleaseForVolume(config_, config_.reservation_key());
-        !released.ok()) {
-      std::fprintf(stderr,
-                   "stagehand-session: volume %s: cannot release the LUN's reservation: %s; "
-                   "other nodes cannot stage it until it is released (stagehandctl iscsi "
-                   "reservation)\n",
-                   config_.volume_id().c_str(), std::string(released.message()).c_str());
+    if (config_.reservation_key() != 0 && status_.state() != SessionStatus::FENCED) {
+      ReleaseAtStop(config_);
     }
   }
 
@@ -243,6 +237,8 @@ class Session {
         config_.replacement_timeout_seconds() == 0 ? 120 : config_.replacement_timeout_seconds());
     options.reservation_key = config_.reservation_key();
     options.reservation_generation = status_.reservation_generation();
+    options.reservation_current = status_.reservation_key();
+    options.reservation_renew = std::chrono::seconds(config_.reservation_renew_seconds());
     return options;
   }
 
@@ -464,7 +460,9 @@ class Session {
     if (config_.reservation_key() != 0) {
       // Registered beside the serving process, which keeps its own registration until it lets
       // go; the next reconnect's claim removes what is left of it.
-      SH_RETURN_IF_ERROR(iscsi::JoinReservation(*conn, config_.reservation_key()));
+      SH_ASSIGN_OR_RETURN(const uint64_t joined,
+                          iscsi::JoinReservation(*conn, config_.reservation_key()));
+      status_.set_reservation_key(joined);
       SessionStatus serving;
       if (auto text = ReadFileToString(StatusPath()); text.ok() && serving.ParseFromString(*text)) {
         status_.set_reservation_generation(serving.reservation_generation());
@@ -517,9 +515,12 @@ class Session {
     status_.set_block_size(capacity.block_size);
     if (config_.reservation_key() != 0) {
       // Before anything can write: the agent checks, formats and mounts only after this.
-      SH_ASSIGN_OR_RETURN(const uint32_t generation,
-                          ClaimForVolume(*conn, config_.reservation_key()));
-      status_.set_reservation_generation(generation);
+      SH_ASSIGN_OR_RETURN(const iscsi::Claim claim,
+                          ClaimForVolume(*conn, config_.reservation_key(), config_.takeover_key(),
+                                         config_.reservation_optional()));
+      config_.set_reservation_key(claim.key == 0 ? 0 : config_.reservation_key());
+      status_.set_reservation_generation(claim.generation);
+      status_.set_reservation_key(claim.key);
     }
     // A start that fails from here on gives the reservation up again.
     absl::Cleanup release = [this] { ReleaseReservation(); };

@@ -42,9 +42,19 @@ struct AttachRequest {
   uint32_t replacement_timeout_seconds = 120;
   // Non-zero: reserve the LUN for this node's writes under this key (a SCSI-3 persistent
   // reservation, iscsi/reservation_claim.h) before the LUN is exposed, and keep it on every
-  // new login; the attach fails with Unavailable while another node holds it. The userspace
-  // transport does; the kernel transport does not reserve yet.
+  // new login; the attach fails with Unavailable while another node holds it (the holder's
+  // key as iscsi::kHolderKeyPayload). The userspace transport does; the kernel transport does
+  // not reserve yet.
   uint64_t reservation_key = 0;
+  // How often the registration moves to a fresh key (seconds; 0: never): a third of the
+  // takeover time.
+  uint32_t reservation_renew_seconds = 0;
+  // Another node's key seen holding the LUN unchanged for the takeover time: preempted if it
+  // still holds it. 0: none.
+  uint64_t takeover_key = 0;
+  // A target without persistent reservations serves the volume without one (takeoverAfter
+  // "off"); otherwise such a target fails the attach (FailedPrecondition).
+  bool reservation_optional = false;
   // Called once with the LUN's identity as soon as it is read, before the LUN is exposed as a
   // block device, and with the session record as it stands then (what Detach needs to undo the
   // attach so far, the identity it must find before it deletes a disk included): the caller

@@ -157,6 +157,17 @@ class OneWriterTest : public NodeIntegrationTest {
     return r.value_or(iscsi::Reservations{});
   }
 
+  // Whether a key of the node of `node_key` holds the reservation (keys move with renewals).
+  static bool HeldBy(const iscsi::Reservations& r, uint64_t node_key) {
+    return r.holder && iscsi::SameNode(*r.holder, node_key);
+  }
+
+  // Registrations of the node of `node_key`.
+  static size_t KeysOf(const iscsi::Reservations& r, uint64_t node_key) {
+    return static_cast<size_t>(std::count_if(
+        r.keys.begin(), r.keys.end(), [&](uint64_t k) { return iscsi::SameNode(k, node_key); }));
+  }
+
   // The filesystem on the LUN's backing file is consistent (e2fsck -fn exits 0).
   void ExpectCleanFilesystem() const {
     auto fsck = RunProcess({"e2fsck", "-fn", lun_file_});
@@ -176,17 +187,18 @@ TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItU
   ASSERT_TRUE(Stage(StageRequest("vol-w")).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-w", target_a)).ok());
   ASSERT_TRUE(WriteFileAtomically(target_a + "/from-a", "a\n", 0644).ok());
-  EXPECT_EQ(Now().holder, key_a_);
+  EXPECT_TRUE(HeldBy(Now(), key_a_));
 
   const grpc::Status refused = OtherStage(OtherStageRequest("vol-w"));
 
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
   EXPECT_THAT(refused.error_message(), HasSubstr("in use on another node"));
-  EXPECT_THAT(refused.error_message(), HasSubstr(iscsi::FormatKey(key_a_)));
+  EXPECT_THAT(refused.error_message(), HasSubstr(iscsi::FormatKey(key_a_).substr(0, 10)))
+      << "names the holder's key";
   EXPECT_THAT(testbed::Leftovers(other_root_), IsEmpty()) << "a refused stage leaves nothing";
   const iscsi::Reservations held = Now();
-  EXPECT_EQ(held.holder, key_a_);
-  EXPECT_EQ(held.keys, std::vector<uint64_t>{key_a_}) << "node B left no registration";
+  EXPECT_TRUE(HeldBy(held, key_a_));
+  EXPECT_EQ(held.keys.size(), 1u) << "node B left no registration";
   auto still = ReadFileToString(target_a + "/from-a");
   EXPECT_TRUE(still.ok() && *still == "a\n");
 
@@ -197,7 +209,7 @@ TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItU
   const grpc::Status staged = OtherStage(OtherStageRequest("vol-w"));
 
   ASSERT_TRUE(staged.ok()) << staged.error_message();
-  EXPECT_EQ(Now().holder, key_b_);
+  EXPECT_TRUE(HeldBy(Now(), key_b_));
   ASSERT_TRUE(OtherPublish("vol-w", target_b).ok());
   auto seen = ReadFileToString(target_b + "/from-a");
   EXPECT_TRUE(seen.ok() && *seen == "a\n") << "node B sees what node A wrote";
@@ -217,7 +229,9 @@ TEST_F(OneWriterTest, AHolderWhoseReservationWasTakenOverIsFencedAndNoWriteOfItL
   auto b = LoginAs(kOtherInitiator);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kRegister, 0, key_b_, 0).ok());
-  ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kPreempt, key_b_, key_a_,
+  const iscsi::Reservations before = Now();
+  ASSERT_TRUE(HeldBy(before, key_a_));
+  ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kPreempt, key_b_, *before.holder,
                             iscsi::kWriteExclusiveRegistrantsOnly)
                   .ok());
 
@@ -262,8 +276,8 @@ TEST_F(OneWriterTest, TheHolderKeepsItsReservationThroughASessionKillAndATargetR
     return s.pid() != first->pid() && s.state() == state::v1::SessionStatus::UP;
   }));
   iscsi::Reservations now = Now();
-  EXPECT_EQ(now.holder, key_a_);
-  EXPECT_EQ(now.keys, std::vector<uint64_t>{key_a_}) << "the dead nexus's registration is gone";
+  EXPECT_TRUE(HeldBy(now, key_a_));
+  EXPECT_EQ(now.keys.size(), 1u) << "the dead nexus's registration is gone";
   ASSERT_TRUE(WriteFileAtomically(target + "/after-kill", "k\n", 0644).ok());
 
   // tgt keeps no reservation across a restart: the holder takes it again on its reconnect.
@@ -273,8 +287,8 @@ TEST_F(OneWriterTest, TheHolderKeepsItsReservationThroughASessionKillAndATargetR
     return s.reconnects() > reconnects && s.state() == state::v1::SessionStatus::UP;
   }));
   now = Now();
-  EXPECT_EQ(now.holder, key_a_);
-  EXPECT_EQ(now.keys, std::vector<uint64_t>{key_a_});
+  EXPECT_TRUE(HeldBy(now, key_a_));
+  EXPECT_EQ(now.keys.size(), 1u);
   ASSERT_TRUE(WriteFileAtomically(target + "/after-restart", "r\n", 0644).ok());
   EXPECT_EQ(OtherStage(OtherStageRequest("vol-k")).error_code(), grpc::StatusCode::UNAVAILABLE);
 
@@ -308,7 +322,7 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   ASSERT_TRUE(unconfirmed.ok());
   EXPECT_NE(unconfirmed->exit_code, 0);
   EXPECT_THAT(unconfirmed->output, HasSubstr("--node-is-dead"));
-  EXPECT_EQ(Now().holder, key_a_) << "nothing released without the confirmation";
+  EXPECT_TRUE(HeldBy(Now(), key_a_)) << "nothing released without the confirmation";
   std::vector<std::string> confirmed_args = release;
   confirmed_args.emplace_back("--node-is-dead");
   auto confirmed = RunProcess(confirmed_args);
@@ -317,7 +331,7 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   EXPECT_THAT(confirmed->output, HasSubstr("reservation:   none"));
 
   ASSERT_TRUE(OtherStage(OtherStageRequest("vol-r", /*block=*/true)).ok());
-  EXPECT_EQ(Now().holder, key_b_);
+  EXPECT_TRUE(HeldBy(Now(), key_b_));
   EXPECT_EQ(WriteDirect(target, 1 << 20, 'a'), EIO);
   EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
     return s.state() == state::v1::SessionStatus::FENCED;
@@ -325,7 +339,7 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
   EXPECT_TRUE(Unpublish("vol-r", target).ok());
   EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
-  EXPECT_EQ(Now().holder, key_b_);
+  EXPECT_TRUE(HeldBy(Now(), key_b_));
   csi::v1::NodeUnstageVolumeRequest unstage;
   unstage.set_volume_id("vol-r");
   unstage.set_staging_target_path(OtherStaging("vol-r"));
@@ -334,16 +348,68 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   EXPECT_TRUE(Now().keys.empty());
 }
 
-TEST_F(OneWriterTest, TakeoverAfterOffStagesWithoutAReservation) {
-  auto req = StageRequest("vol-o", /*block=*/true);
-  (*req.mutable_volume_context())["takeoverAfter"] = "off";
+// The holder renews its key every second (takeoverAfter 3): another node's stages are refused
+// across several renewals; once every process of the holder's node is stopped (SIGSTOP), its
+// key stands still and a stage takes the LUN over after the takeover time; the holder, thawed,
+// is fenced, and none of its writes lands.
+TEST_F(OneWriterTest, AFrozenHolderIsTakenOverAndFencedAndALiveOneIsNot) {
+  const std::string target = root_ + "/dev-a";
+  auto stage_a = StageRequest("vol-t", /*block=*/true);
+  (*stage_a.mutable_volume_context())["takeoverAfter"] = "3";
+  auto stage_b = OtherStageRequest("vol-t", /*block=*/true);
+  (*stage_b.mutable_volume_context())["takeoverAfter"] = "3";
+  ASSERT_TRUE(Stage(stage_a).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-t", target, /*block=*/true)).ok());
+  ASSERT_EQ(WriteDirect(target, 1 << 20, 'a'), 0);
 
-  ASSERT_TRUE(Stage(req).ok());
+  // Alive: B keeps retrying while A's key moves four times (more than the takeover time).
+  std::vector<uint64_t> seen;
+  for (int attempt = 0; attempt < 5000 && seen.size() < 5; ++attempt) {
+    const grpc::Status refused = OtherStage(stage_b);
+    ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+    const iscsi::Reservations now = Now();
+    ASSERT_TRUE(HeldBy(now, key_a_));
+    if (seen.empty() || seen.back() != *now.holder) {
+      seen.push_back(*now.holder);
+    }
+  }
+  ASSERT_GE(seen.size(), 5u) << "the holder renews its key";
 
-  const iscsi::Reservations now = Now();
-  EXPECT_TRUE(now.keys.empty());
-  EXPECT_FALSE(now.holder.has_value());
-  EXPECT_TRUE(Unstage("vol-o", Staging("vol-o")).ok());
+  // Frozen: every process of node A.
+  const auto session = SessionNow();
+  ASSERT_TRUE(session.has_value());
+  const std::vector<int> node_a = {daemon_->pid(), session->pid(), session->keeper_pid()};
+  for (int pid : node_a) {
+    ASSERT_EQ(kill(pid, SIGSTOP), 0) << pid;
+  }
+  grpc::Status taken = OtherStage(stage_b);
+  for (int attempt = 0; attempt < 5000 && !taken.ok(); ++attempt) {
+    ASSERT_EQ(taken.error_code(), grpc::StatusCode::UNAVAILABLE) << taken.error_message();
+    taken = OtherStage(stage_b);
+  }
+  for (int pid : node_a) {
+    (void)kill(pid, SIGCONT);
+  }
+
+  ASSERT_TRUE(taken.ok()) << taken.error_message();
+  const iscsi::Reservations after = Now();
+  EXPECT_TRUE(HeldBy(after, key_b_));
+  EXPECT_EQ(KeysOf(after, key_a_), 0u) << "nothing of node A stays registered";
+  EXPECT_EQ(WriteDirect(target, 2 << 20, 'x'), EIO);
+  EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::FENCED;
+  }));
+  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, 'a'));
+  EXPECT_EQ(ReadAt(lun_file_, 2 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  EXPECT_TRUE(Unpublish("vol-t", target).ok());
+  EXPECT_TRUE(Unstage("vol-t", Staging("vol-t")).ok());
+  EXPECT_TRUE(HeldBy(Now(), key_b_)) << "the fenced node left the new holder alone";
+  csi::v1::NodeUnstageVolumeRequest unstage;
+  unstage.set_volume_id("vol-t");
+  unstage.set_staging_target_path(OtherStaging("vol-t"));
+  csi::v1::NodeUnstageVolumeResponse unstaged;
+  EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
+  EXPECT_TRUE(Now().keys.empty());
 }
 
 }  // namespace

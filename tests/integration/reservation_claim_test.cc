@@ -11,7 +11,9 @@
 #include <optional>
 #include <vector>
 
+#include <absl/strings/cord.h>
 #include <absl/strings/match.h>
+#include <absl/strings/str_cat.h>
 #include <gtest/gtest.h>
 
 #include "iscsi/libiscsi_connection.h"
@@ -62,40 +64,45 @@ TEST_F(ReservationClaimTest, OneNodeHoldsTheLunAndTheOtherIsRefusedUnregistered)
   auto b = LoginAs(kNodeB);
   ASSERT_TRUE(a != nullptr && b != nullptr);
 
-  ASSERT_TRUE(iscsi::ClaimReservation(*a, key_a_, /*held_at=*/std::nullopt).ok());
+  auto claimed = iscsi::ClaimReservation(*a, key_a_, /*held_at=*/std::nullopt);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
   const absl::Status refused = iscsi::ClaimReservation(*b, key_b_, std::nullopt).status();
 
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
-  EXPECT_TRUE(absl::StrContains(refused.message(), iscsi::FormatKey(key_a_))) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), iscsi::FormatKey(claimed->key))) << refused;
+  EXPECT_EQ(refused.GetPayload(iscsi::kHolderKeyPayload), absl::Cord(absl::StrCat(claimed->key)));
+  EXPECT_TRUE(iscsi::SameNode(claimed->key, key_a_)) << "a key of node-a's";
   const iscsi::Reservations now = Now();
-  EXPECT_EQ(now.holder, key_a_);
+  EXPECT_EQ(now.holder, claimed->key);
   EXPECT_EQ(now.type, iscsi::kWriteExclusiveRegistrantsOnly);
-  EXPECT_EQ(now.keys, std::vector<uint64_t>{key_a_}) << "node-b left no registration";
+  EXPECT_EQ(now.keys, std::vector<uint64_t>{claimed->key}) << "node-b left no registration";
   EXPECT_TRUE(iscsi::ReleaseReservation(*a, key_a_).ok());
 }
 
 // A reconnect, or a successor process, is a new nexus: the registration and reservation of the
-// one it lost stay behind as orphans. The new login takes them over and removes the orphan.
+// one it lost stay behind as orphans. The new login takes them over under a fresh key and
+// removes the orphan.
 TEST_F(ReservationClaimTest, ANewLoginOfTheHolderTakesItsReservationBackFromTheLostNexus) {
-  uint32_t held_at = 0;
+  iscsi::Claim first_claim;
   {
     auto first = LoginAs(kNodeA);
     ASSERT_NE(first, nullptr);
     auto claimed = iscsi::ClaimReservation(*first, key_a_, std::nullopt);
     ASSERT_TRUE(claimed.ok()) << claimed.status();
-    held_at = *claimed;
+    first_claim = *claimed;
   }  // Logged out: its registration and the reservation are orphaned.
-  ASSERT_EQ(Now().holder, key_a_);
+  ASSERT_EQ(Now().holder, first_claim.key);
   auto again = LoginAs(kNodeA);
   ASSERT_NE(again, nullptr);
 
-  const auto claimed = iscsi::ClaimReservation(*again, key_a_, held_at);
+  const auto claimed = iscsi::ClaimReservation(*again, key_a_, first_claim.generation);
 
   ASSERT_TRUE(claimed.ok()) << claimed.status();
-  EXPECT_GT(*claimed, held_at) << "the takeover moved the generation";
+  EXPECT_GT(claimed->generation, first_claim.generation) << "the takeover moved the generation";
+  EXPECT_NE(claimed->key, first_claim.key) << "a fresh key";
   const iscsi::Reservations now = Now();
-  EXPECT_EQ(now.holder, key_a_);
-  EXPECT_EQ(Count(now, key_a_), 1u) << "the orphaned registration is gone";
+  EXPECT_EQ(now.holder, claimed->key);
+  EXPECT_EQ(now.keys, std::vector<uint64_t>{claimed->key}) << "the orphaned registration is gone";
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(iscsi::ClaimReservation(*b, key_b_, std::nullopt).status().code(),
@@ -108,20 +115,21 @@ TEST_F(ReservationClaimTest, ANewLoginOfTheHolderTakesItsReservationBackFromTheL
 TEST_F(ReservationClaimTest, AHolderThatWasPreemptedIsFencedAndStaysUnregistered) {
   auto a = LoginAs(kNodeA);
   ASSERT_NE(a, nullptr);
-  auto held_at = iscsi::ClaimReservation(*a, key_a_, std::nullopt);
-  ASSERT_TRUE(held_at.ok()) << held_at.status();
+  auto held = iscsi::ClaimReservation(*a, key_a_, std::nullopt);
+  ASSERT_TRUE(held.ok()) << held.status();
   a.reset();  // Node A is cut off.
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(b->ReserveOut(ReserveAction::kRegister, 0, key_b_, 0).ok());
-  ASSERT_TRUE(
-      b->ReserveOut(ReserveAction::kPreempt, key_b_, key_a_, iscsi::kWriteExclusiveRegistrantsOnly)
-          .ok());
+  ASSERT_TRUE(b->ReserveOut(ReserveAction::kPreempt, key_b_, held->key,
+                            iscsi::kWriteExclusiveRegistrantsOnly)
+                  .ok());
 
   auto back = LoginAs(kNodeA);
   ASSERT_NE(back, nullptr);
-  const absl::Status fenced = iscsi::ClaimReservation(*back, key_a_, *held_at).status();
-  EXPECT_EQ(iscsi::JoinReservation(*back, key_a_).code(), absl::StatusCode::kPermissionDenied);
+  const absl::Status fenced = iscsi::ClaimReservation(*back, key_a_, held->generation).status();
+  EXPECT_EQ(iscsi::JoinReservation(*back, key_a_).status().code(),
+            absl::StatusCode::kPermissionDenied);
 
   EXPECT_EQ(fenced.code(), absl::StatusCode::kPermissionDenied) << fenced;
   const iscsi::Reservations now = Now();
@@ -129,6 +137,37 @@ TEST_F(ReservationClaimTest, AHolderThatWasPreemptedIsFencedAndStaysUnregistered
   EXPECT_EQ(now.keys, std::vector<uint64_t>{key_b_});
   EXPECT_TRUE(iscsi::ReleaseReservation(*back, key_a_).ok()) << "nothing of node-a to release";
   EXPECT_EQ(Now().keys, std::vector<uint64_t>{key_b_});
+  EXPECT_TRUE(iscsi::ReleaseReservation(*b, key_b_).ok());
+}
+
+// A holder whose key stood still for the takeover time is taken over by the node that names
+// that key, with every registration of its node; a holder whose key moved is not.
+TEST_F(ReservationClaimTest, AStillKeyIsTakenOverAndAMovedOneIsNot) {
+  auto a = LoginAs(kNodeA);
+  auto b = LoginAs(kNodeB);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  auto held = iscsi::ClaimReservation(*a, key_a_, std::nullopt);
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto orphan = LoginAs(kNodeA);  // A second registration of node A's.
+  ASSERT_TRUE(orphan != nullptr && iscsi::JoinReservation(*orphan, key_a_).ok());
+  const uint64_t seen = held->key;
+  // Node A renews: its key moves.
+  const uint64_t renewed = iscsi::FreshKey(key_a_, {seen});
+  ASSERT_TRUE(a->ReserveOut(ReserveAction::kRegister, seen, renewed, 0).ok());
+
+  const absl::Status refused = iscsi::ClaimReservation(*b, key_b_, std::nullopt, seen).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_EQ(Now().holder, renewed);
+
+  auto taken = iscsi::ClaimReservation(*b, key_b_, std::nullopt, renewed);
+
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  const iscsi::Reservations now = Now();
+  EXPECT_EQ(now.holder, taken->key);
+  EXPECT_EQ(now.keys, std::vector<uint64_t>{taken->key}) << "nothing of node A is registered";
+  EXPECT_EQ(iscsi::ClaimReservation(*a, key_a_, held->generation).status().code(),
+            absl::StatusCode::kPermissionDenied)
+      << "node A is fenced";
   EXPECT_TRUE(iscsi::ReleaseReservation(*b, key_b_).ok());
 }
 
@@ -159,19 +198,22 @@ TEST_F(ReservationClaimTest, AReleaseLeavesNothingAndTheOtherNodeClaimsAtOnce) {
 TEST_F(ReservationClaimTest, ANexusJoinsTheHoldersRegistrationWithoutTakingItAway) {
   auto a = LoginAs(kNodeA);
   ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(iscsi::ClaimReservation(*a, key_a_, std::nullopt).ok());
+  auto held = iscsi::ClaimReservation(*a, key_a_, std::nullopt);
+  ASSERT_TRUE(held.ok()) << held.status();
   auto joining = LoginAs(kNodeA);
   ASSERT_NE(joining, nullptr);
 
-  const absl::Status joined = iscsi::JoinReservation(*joining, key_a_);
+  const auto joined = iscsi::JoinReservation(*joining, key_a_);
 
-  ASSERT_TRUE(joined.ok()) << joined;
+  ASSERT_TRUE(joined.ok()) << joined.status();
   const iscsi::Reservations now = Now();
-  EXPECT_EQ(now.holder, key_a_);
-  EXPECT_EQ(Count(now, key_a_), 2u);
+  EXPECT_EQ(now.holder, held->key);
+  EXPECT_EQ(now.keys.size(), 2u);
+  EXPECT_EQ(Count(now, *joined), 1u);
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(iscsi::JoinReservation(*b, key_b_).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(iscsi::JoinReservation(*b, key_b_).status().code(),
+            absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(iscsi::ReleaseReservation(*joining, key_a_).ok());
   EXPECT_TRUE(Now().keys.empty());
 }

@@ -113,15 +113,19 @@ TEST(ParseTargetSpecTest, ReplacementTimeoutIsSecondsFromOneToADay) {
   EXPECT_THAT(with("2m"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST(ParseTargetSpecTest, TakeoverAfterOffStagesWithoutAReservation) {
+TEST(ParseTargetSpecTest, TakeoverAfterIsOffOrSecondsFromThree) {
   auto with = [](const std::string& v) {
     return ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}, {"takeoverAfter", v}}, {});
   };
 
   ASSERT_THAT(with("off"), IsOk());
-  EXPECT_TRUE(with("off")->reservation_off);
-  EXPECT_FALSE(ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}}, {})->reservation_off);
-  EXPECT_THAT(with("30"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takeoverAfter")));
+  EXPECT_EQ(with("off")->takeover_after_seconds, 0u);
+  EXPECT_EQ(with("30")->takeover_after_seconds, 30u);
+  EXPECT_EQ(with("3")->takeover_after_seconds, 3u);
+  EXPECT_FALSE(ParseTargetSpec({{"targetPortal", "h"}, {"iqn", kIqn}}, {})->takeover_after_seconds);
+  EXPECT_THAT(with("2"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takeoverAfter")));
+  EXPECT_THAT(with("86401"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(with("30s"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ParseTargetSpecTest, MissingOrBadFieldsAreInvalidArgumentNamingTheKey) {

@@ -29,6 +29,7 @@
 #include "base/process.h"
 #include "base/subprocess.h"
 #include "base/unique_fd.h"
+#include "iscsi/reservation_claim.h"
 #include "iscsi/state_conversions.h"
 #include "session/protocol.h"
 #include "transport/userspace/loop_device.h"
@@ -214,6 +215,9 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   config.set_replacement_timeout_seconds(request.replacement_timeout_seconds);
   config.set_fuse_io_uring(options_.fuse_io_uring);
   config.set_reservation_key(request.reservation_key);
+  config.set_reservation_renew_seconds(request.reservation_renew_seconds);
+  config.set_takeover_key(request.takeover_key);
+  config.set_reservation_optional(request.reservation_optional);
   config.set_expected_wwn(target->expected_wwn);
   config.set_expected_serial(target->expected_serial);
 
@@ -234,8 +238,12 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   record.set_keeper_start_time(status.keeper_start_time());
   if (status.state() != SessionStatus::UP) {
     const auto code = static_cast<absl::StatusCode>(status.error_code());
-    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+    absl::Status failed(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
                         status.message());
+    if (status.holder_key() != 0) {
+      failed.SetPayload(iscsi::kHolderKeyPayload, absl::Cord(absl::StrCat(status.holder_key())));
+    }
+    return failed;
   }
   if (request.vet_identity) {
     SH_RETURN_IF_ERROR(request.vet_identity(iscsi::FromProto(status.identity()), attached));

@@ -1,0 +1,28 @@
+#include "driver/takeover_watch.h"
+
+namespace stagehand::driver {
+
+uint64_t TakeoverWatch::KeyToTakeOver(const std::string& volume_id,
+                                      std::chrono::seconds after) const {
+  MutexLock lock(mu_);
+  auto it = seen_.find(volume_id);
+  if (it == seen_.end() || clock_.Now() - it->second.since < after) {
+    return 0;
+  }
+  return it->second.key;
+}
+
+void TakeoverWatch::Refused(const std::string& volume_id, uint64_t key) {
+  MutexLock lock(mu_);
+  auto [it, added] = seen_.try_emplace(volume_id, Seen{key, clock_.Now()});
+  if (!added && it->second.key != key) {
+    it->second = Seen{key, clock_.Now()};
+  }
+}
+
+void TakeoverWatch::Forget(const std::string& volume_id) {
+  MutexLock lock(mu_);
+  seen_.erase(volume_id);
+}
+
+}  // namespace stagehand::driver

@@ -1,0 +1,46 @@
+#pragma once
+
+// What a node waiting for a LUN that another node holds remembers between its stage attempts:
+// the holder's key as each refused stage found it, and since when (on this node's monotonic
+// clock). A live holder renews its registration under a new key several times within the
+// takeover time; a key unchanged for the whole takeover time is a dead holder's, and the next
+// stage preempts it. Nothing here depends on the holder's clock or cooperation: the target
+// decides, and a preempted holder's writes fail there.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "base/clock.h"
+#include "base/mutex.h"
+
+namespace stagehand::driver {
+
+class TakeoverWatch {
+ public:
+  explicit TakeoverWatch(const Clock& clock) : clock_(clock) {}
+
+  // The holder key the next stage of `volume_id` may preempt: the one earlier stages found,
+  // unchanged for at least `after`; 0 when there is none (yet).
+  uint64_t KeyToTakeOver(const std::string& volume_id, std::chrono::seconds after) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A stage of `volume_id` found `key` holding its LUN. A new key restarts the wait.
+  void Refused(const std::string& volume_id, uint64_t key) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // `volume_id` was staged, or the wait is over for another reason.
+  void Forget(const std::string& volume_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Seen {
+    uint64_t key = 0;
+    Clock::TimePoint since;
+  };
+
+  const Clock& clock_;
+  mutable Mutex mu_;
+  std::map<std::string, Seen> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace stagehand::driver

@@ -1,0 +1,45 @@
+#include "driver/takeover_watch.h"
+
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+#include "tests/fakes/manual_clock.h"
+
+namespace stagehand::driver {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(TakeoverWatchTest, AHolderKeyUnchangedForTheTakeoverTimeIsTakenOver) {
+  testing::ManualClock clock;
+  TakeoverWatch watch(clock);
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u) << "nothing seen yet";
+
+  watch.Refused("v", 0xa1);
+  clock.Advance(seconds(29));
+  watch.Refused("v", 0xa1);
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u) << "not before the takeover time";
+  clock.Advance(seconds(1));
+
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0xa1u);
+  EXPECT_EQ(watch.KeyToTakeOver("w", seconds(30)), 0u) << "per volume";
+}
+
+TEST(TakeoverWatchTest, ARenewedKeyRestartsTheWaitAndForgetEndsIt) {
+  testing::ManualClock clock;
+  TakeoverWatch watch(clock);
+  watch.Refused("v", 0xa1);
+  clock.Advance(seconds(20));
+  watch.Refused("v", 0xa2);  // The holder renewed: alive.
+  clock.Advance(seconds(20));
+
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u);
+  clock.Advance(seconds(10));
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0xa2u);
+  watch.Forget("v");
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u);
+}
+
+}  // namespace
+}  // namespace stagehand::driver
