@@ -8,7 +8,6 @@
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/strings/match.h>
-#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 #include <spdlog/spdlog.h>
@@ -167,11 +166,8 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
   absl::StatusOr<transport::Attachment> attached = deps_.transport.Attach(attach);
   if (!attached.ok()) {
     // Another node holds the LUN: how long its key stays unchanged tells a dead holder.
-    if (auto holder = attached.status().GetPayload(iscsi::kHolderKeyPayload)) {
-      uint64_t key = 0;
-      if (absl::SimpleAtoi(std::string(*holder), &key)) {
-        takeovers_.Refused(req.volume_id(), key);
-      }
+    if (const uint64_t holder = iscsi::HolderKeyOf(attached.status()); holder != 0) {
+      takeovers_.Refused(req.volume_id(), holder);
     }
     return attached.status();
   }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <absl/strings/cord.h>
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
 #include "iscsi/persistent_reservation.h"
@@ -32,9 +33,7 @@ absl::Status HeldByAnother(const std::optional<uint64_t>& holder) {
   absl::Status s = absl::FailedPreconditionError(
       absl::StrCat("the LUN is reserved by another node (", Holder(holder),
                    "; `stagehandctl iscsi key --node-id ID` prints the key prefix of a node id)"));
-  if (holder) {
-    s.SetPayload(kHolderKeyPayload, absl::Cord(absl::StrCat(*holder)));
-  }
+  SetHolderKey(s, holder.value_or(0));
   return s;
 }
 
@@ -90,6 +89,18 @@ absl::Status TakeUnder(Connection& conn, uint64_t mine, uint64_t node_key, uint6
 }
 
 }  // namespace
+
+void SetHolderKey(absl::Status& status, uint64_t key) {
+  if (key != 0) {
+    status.SetPayload(kHolderKeyPayload, absl::Cord(absl::StrCat(key)));
+  }
+}
+
+uint64_t HolderKeyOf(const absl::Status& status) {
+  uint64_t key = 0;
+  auto payload = status.GetPayload(kHolderKeyPayload);
+  return payload && absl::SimpleAtoi(std::string(*payload), &key) ? key : 0;
+}
 
 absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
                                        std::optional<uint32_t> held_at, uint64_t takeover_key) {

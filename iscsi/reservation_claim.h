@@ -28,6 +28,11 @@ namespace stagehand::iscsi {
 // absl::Status: its key, for a caller that counts how long it stays unchanged.
 inline constexpr char kHolderKeyPayload[] = "type.stagehand.dev/reservation-holder-key";
 
+// Puts `key` on `status` as its kHolderKeyPayload (nothing for 0).
+void SetHolderKey(absl::Status& status, uint64_t key);
+// The key `status` carries as its kHolderKeyPayload; 0: none.
+uint64_t HolderKeyOf(const absl::Status& status);
+
 struct Claim {
   uint64_t key = 0;         // This nexus's registration now (the reservation's key).
   uint32_t generation = 0;  // The target's generation after the claim.

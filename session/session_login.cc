@@ -4,7 +4,6 @@
 #include <string>
 #include <utility>
 
-#include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 
 #include "iscsi/reservation_claim.h"
@@ -66,9 +65,7 @@ absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t no
           absl::StrCat("the volume is in use on another node: ", status.message(),
                        ". It is staged here once that node unstages it, or once its key has not "
                        "moved for the takeover time (a dead node)"));
-      if (auto holder = status.GetPayload(iscsi::kHolderKeyPayload)) {
-        busy.SetPayload(iscsi::kHolderKeyPayload, *holder);
-      }
+      iscsi::SetHolderKey(busy, iscsi::HolderKeyOf(status));
       return busy;
     }
     case absl::StatusCode::kUnimplemented:
@@ -94,12 +91,6 @@ absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t n
   iscsi::LoginParams params = LoginParamsFor(config, {}, &portals);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<iscsi::Connection> conn, LoginAnyPortal(portals, &params));
   return iscsi::ReleaseReservation(*conn, node_key);
-}
-
-uint64_t HolderKeyOf(const absl::Status& status) {
-  uint64_t key = 0;
-  auto payload = status.GetPayload(iscsi::kHolderKeyPayload);
-  return payload && absl::SimpleAtoi(std::string(*payload), &key) ? key : 0;
 }
 
 void ReleaseAtStop(const state::v1::SessionConfig& config) {

@@ -44,9 +44,6 @@ absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t no
 // is taken over or an operator releases it).
 absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t node_key);
 
-// The key of the other node's holder that `status` (of ClaimForVolume) names; 0: none.
-uint64_t HolderKeyOf(const absl::Status& status);
-
 // ReleaseForVolume of the config's node key, with what failed on stderr (the unit's journal).
 void ReleaseAtStop(const state::v1::SessionConfig& config);
 

@@ -149,7 +149,7 @@ class Session {
       status_.set_state(SessionStatus::FAILED);
       status_.set_message(std::string(started.message()));
       status_.set_error_code(static_cast<int>(started.code()));
-      status_.set_holder_key(HolderKeyOf(started));
+      status_.set_holder_key(iscsi::HolderKeyOf(started));
       Ready();
       return 1;
     }

@@ -240,9 +240,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
     const auto code = static_cast<absl::StatusCode>(status.error_code());
     absl::Status failed(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
                         status.message());
-    if (status.holder_key() != 0) {
-      failed.SetPayload(iscsi::kHolderKeyPayload, absl::Cord(absl::StrCat(status.holder_key())));
-    }
+    iscsi::SetHolderKey(failed, status.holder_key());
     return failed;
   }
   if (request.vet_identity) {
