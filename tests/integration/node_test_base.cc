@@ -44,6 +44,16 @@ std::unique_ptr<iscsi::Connection> NodeIntegrationTest::LoginAs(const std::strin
   return conn.ok() ? std::move(*conn) : nullptr;
 }
 
+iscsi::Reservations NodeIntegrationTest::ReservationsNow() const {
+  auto conn = LoginAs("iqn.2026-12.dev.stagehand:observer");
+  if (conn == nullptr) {
+    return {};
+  }
+  auto r = conn->ReadReservations();
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.value_or(iscsi::Reservations{});
+}
+
 void NodeIntegrationTest::FreezeTarget() {
   ASSERT_EQ(kill(tgtd_->pid(), SIGSTOP), 0);
   siginfo_t info{};

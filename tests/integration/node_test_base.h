@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "iscsi/libiscsi_connection.h"
+#include "iscsi/persistent_reservation.h"
 #include "proto/state.pb.h"
 #include "testbed/stagehand_daemon.h"
 #include "testbed/tgtd.h"
@@ -61,6 +62,9 @@ class NodeIntegrationTest : public ::testing::Test {
   // A login to LUN 1 of this test's target as the initiator `name` (null, with a failure, when
   // it fails).
   std::unique_ptr<iscsi::Connection> LoginAs(const std::string& name) const;
+  // What the target says of LUN 1's persistent reservation, through a login that registers
+  // nothing.
+  iscsi::Reservations ReservationsNow() const;
 
   // Stops tgtd with SIGSTOP (a hung target: its TCP connections stay open and nothing answers)
   // and waits until it is stopped; ThawTarget continues it.

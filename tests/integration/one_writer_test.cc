@@ -37,30 +37,6 @@ using ::testing::IsEmpty;
 constexpr char kOtherNode[] = "node-b";
 constexpr char kOtherInitiator[] = "iqn.2026-12.dev.stagehand:node-b";
 
-// Writes 4 KiB of `fill` at `offset` of the device file `path` with O_DIRECT and fsync;
-// returns 0 or the errno of the first call that failed.
-int WriteDirect(const std::string& path, off_t offset, char fill) {
-  const int fd = open(path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) {
-    return errno;
-  }
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, 4096) != 0) {
-    close(fd);
-    return ENOMEM;
-  }
-  memset(buf, fill, 4096);
-  int err = 0;
-  if (pwrite(fd, buf, 4096, offset) != 4096) {
-    err = errno != 0 ? errno : EIO;
-  } else if (fsync(fd) != 0) {
-    err = errno;
-  }
-  free(buf);
-  close(fd);
-  return err;
-}
-
 // 4 KiB of the file `path` at `offset`.
 std::string ReadAt(const std::string& path, off_t offset) {
   std::string out(4096, '\0');
@@ -146,17 +122,6 @@ class OneWriterTest : public NodeIntegrationTest {
     return other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged);
   }
 
-  // What the target says of the LUN's reservation, through a login that registers nothing.
-  iscsi::Reservations Now() const {
-    auto conn = LoginAs("iqn.2026-12.dev.stagehand:observer");
-    if (conn == nullptr) {
-      return {};
-    }
-    auto r = conn->ReadReservations();
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.value_or(iscsi::Reservations{});
-  }
-
   // Whether a key of the node of `node_key` holds the reservation (keys move with renewals).
   static bool HeldBy(const iscsi::Reservations& r, uint64_t node_key) {
     return r.holder && iscsi::SameNode(*r.holder, node_key);
@@ -187,7 +152,7 @@ TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItU
   ASSERT_TRUE(Stage(StageRequest("vol-w")).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-w", target_a)).ok());
   ASSERT_TRUE(WriteFileAtomically(target_a + "/from-a", "a\n", 0644).ok());
-  EXPECT_TRUE(HeldBy(Now(), key_a_));
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_));
 
   const grpc::Status refused = OtherStage(OtherStageRequest("vol-w"));
 
@@ -196,7 +161,7 @@ TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItU
   EXPECT_THAT(refused.error_message(), HasSubstr(iscsi::FormatKey(key_a_).substr(0, 10)))
       << "names the holder's key";
   EXPECT_THAT(testbed::Leftovers(other_root_), IsEmpty()) << "a refused stage leaves nothing";
-  const iscsi::Reservations held = Now();
+  const iscsi::Reservations held = ReservationsNow();
   EXPECT_TRUE(HeldBy(held, key_a_));
   EXPECT_EQ(held.keys.size(), 1u) << "node B left no registration";
   auto still = ReadFileToString(target_a + "/from-a");
@@ -204,18 +169,18 @@ TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItU
 
   ASSERT_TRUE(Unpublish("vol-w", target_a).ok());
   ASSERT_TRUE(Unstage("vol-w", Staging("vol-w")).ok());
-  EXPECT_TRUE(Now().keys.empty()) << "the unstage released the LUN";
+  EXPECT_TRUE(ReservationsNow().keys.empty()) << "the unstage released the LUN";
 
   const grpc::Status staged = OtherStage(OtherStageRequest("vol-w"));
 
   ASSERT_TRUE(staged.ok()) << staged.error_message();
-  EXPECT_TRUE(HeldBy(Now(), key_b_));
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
   ASSERT_TRUE(OtherPublish("vol-w", target_b).ok());
   auto seen = ReadFileToString(target_b + "/from-a");
   EXPECT_TRUE(seen.ok() && *seen == "a\n") << "node B sees what node A wrote";
   ASSERT_TRUE(WriteFileAtomically(target_b + "/from-b", "b\n", 0644).ok());
   ASSERT_TRUE(OtherUnpublishAndUnstage("vol-w", target_b).ok());
-  EXPECT_TRUE(Now().keys.empty());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
   ExpectCleanFilesystem();
 }
 
@@ -223,23 +188,23 @@ TEST_F(OneWriterTest, AHolderWhoseReservationWasTakenOverIsFencedAndNoWriteOfItL
   const std::string target = root_ + "/dev-a";
   ASSERT_TRUE(Stage(StageRequest("vol-f", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-f", target, /*block=*/true)).ok());
-  ASSERT_EQ(WriteDirect(target, 1 << 20, 'a'), 0);
+  ASSERT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), 0);
 
   // Node B takes the LUN over, as after node A was found dead.
   auto b = LoginAs(kOtherInitiator);
   ASSERT_NE(b, nullptr);
   ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kRegister, 0, key_b_, 0).ok());
-  const iscsi::Reservations before = Now();
+  const iscsi::Reservations before = ReservationsNow();
   ASSERT_TRUE(HeldBy(before, key_a_));
   ASSERT_TRUE(b->ReserveOut(iscsi::ReserveAction::kPreempt, key_b_, *before.holder,
                             iscsi::kWriteExclusiveRegistrantsOnly)
                   .ok());
 
-  EXPECT_EQ(WriteDirect(target, 2 << 20, 'x'), EIO);
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 2 << 20, 'x'), EIO);
   ASSERT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
     return s.state() == state::v1::SessionStatus::FENCED;
   }));
-  EXPECT_EQ(WriteDirect(target, 3 << 20, 'y'), EIO) << "failed closed: never retried";
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 3 << 20, 'y'), EIO) << "failed closed: never retried";
   csi::v1::NodeGetVolumeHealthResponse health;
   ASSERT_TRUE(Health("vol-f", &health).ok());
   bool fenced = false;
@@ -250,7 +215,7 @@ TEST_F(OneWriterTest, AHolderWhoseReservationWasTakenOverIsFencedAndNoWriteOfItL
 
   EXPECT_TRUE(Unpublish("vol-f", target).ok());
   EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
-  const iscsi::Reservations after = Now();
+  const iscsi::Reservations after = ReservationsNow();
   EXPECT_EQ(after.holder, key_b_) << "the fenced node left the new holder's reservation alone";
   EXPECT_EQ(after.keys, std::vector<uint64_t>{key_b_});
   EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, 'a'));
@@ -275,7 +240,7 @@ TEST_F(OneWriterTest, TheHolderKeepsItsReservationThroughASessionKillAndATargetR
   ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
     return s.pid() != first->pid() && s.state() == state::v1::SessionStatus::UP;
   }));
-  iscsi::Reservations now = Now();
+  iscsi::Reservations now = ReservationsNow();
   EXPECT_TRUE(HeldBy(now, key_a_));
   EXPECT_EQ(now.keys.size(), 1u) << "the dead nexus's registration is gone";
   ASSERT_TRUE(WriteFileAtomically(target + "/after-kill", "k\n", 0644).ok());
@@ -286,7 +251,7 @@ TEST_F(OneWriterTest, TheHolderKeepsItsReservationThroughASessionKillAndATargetR
   ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
     return s.reconnects() > reconnects && s.state() == state::v1::SessionStatus::UP;
   }));
-  now = Now();
+  now = ReservationsNow();
   EXPECT_TRUE(HeldBy(now, key_a_));
   EXPECT_EQ(now.keys.size(), 1u);
   ASSERT_TRUE(WriteFileAtomically(target + "/after-restart", "r\n", 0644).ok());
@@ -294,7 +259,7 @@ TEST_F(OneWriterTest, TheHolderKeepsItsReservationThroughASessionKillAndATargetR
 
   ASSERT_TRUE(Unpublish("vol-k", target).ok());
   ASSERT_TRUE(Unstage("vol-k", Staging("vol-k")).ok());
-  EXPECT_TRUE(Now().keys.empty());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
   ExpectCleanFilesystem();
 }
 
@@ -322,7 +287,7 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   ASSERT_TRUE(unconfirmed.ok());
   EXPECT_NE(unconfirmed->exit_code, 0);
   EXPECT_THAT(unconfirmed->output, HasSubstr("--node-is-dead"));
-  EXPECT_TRUE(HeldBy(Now(), key_a_)) << "nothing released without the confirmation";
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_)) << "nothing released without the confirmation";
   std::vector<std::string> confirmed_args = release;
   confirmed_args.emplace_back("--node-is-dead");
   auto confirmed = RunProcess(confirmed_args);
@@ -331,21 +296,21 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   EXPECT_THAT(confirmed->output, HasSubstr("reservation:   none"));
 
   ASSERT_TRUE(OtherStage(OtherStageRequest("vol-r", /*block=*/true)).ok());
-  EXPECT_TRUE(HeldBy(Now(), key_b_));
-  EXPECT_EQ(WriteDirect(target, 1 << 20, 'a'), EIO);
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), EIO);
   EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
     return s.state() == state::v1::SessionStatus::FENCED;
   }));
   EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
   EXPECT_TRUE(Unpublish("vol-r", target).ok());
   EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
-  EXPECT_TRUE(HeldBy(Now(), key_b_));
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
   csi::v1::NodeUnstageVolumeRequest unstage;
   unstage.set_volume_id("vol-r");
   unstage.set_staging_target_path(OtherStaging("vol-r"));
   csi::v1::NodeUnstageVolumeResponse unstaged;
   EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
-  EXPECT_TRUE(Now().keys.empty());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
 }
 
 // The holder renews its key every second (takeoverAfter 3): another node's stages are refused
@@ -360,14 +325,14 @@ TEST_F(OneWriterTest, AFrozenHolderIsTakenOverAndFencedAndALiveOneIsNot) {
   (*stage_b.mutable_volume_context())["takeoverAfter"] = "3";
   ASSERT_TRUE(Stage(stage_a).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-t", target, /*block=*/true)).ok());
-  ASSERT_EQ(WriteDirect(target, 1 << 20, 'a'), 0);
+  ASSERT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), 0);
 
   // Alive: B keeps retrying while A's key moves four times (more than the takeover time).
   std::vector<uint64_t> seen;
   for (int attempt = 0; attempt < 5000 && seen.size() < 5; ++attempt) {
     const grpc::Status refused = OtherStage(stage_b);
     ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
-    const iscsi::Reservations now = Now();
+    const iscsi::Reservations now = ReservationsNow();
     ASSERT_TRUE(HeldBy(now, key_a_));
     if (seen.empty() || seen.back() != *now.holder) {
       seen.push_back(*now.holder);
@@ -392,10 +357,10 @@ TEST_F(OneWriterTest, AFrozenHolderIsTakenOverAndFencedAndALiveOneIsNot) {
   }
 
   ASSERT_TRUE(taken.ok()) << taken.error_message();
-  const iscsi::Reservations after = Now();
+  const iscsi::Reservations after = ReservationsNow();
   EXPECT_TRUE(HeldBy(after, key_b_));
   EXPECT_EQ(KeysOf(after, key_a_), 0u) << "nothing of node A stays registered";
-  EXPECT_EQ(WriteDirect(target, 2 << 20, 'x'), EIO);
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 2 << 20, 'x'), EIO);
   EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
     return s.state() == state::v1::SessionStatus::FENCED;
   }));
@@ -403,13 +368,13 @@ TEST_F(OneWriterTest, AFrozenHolderIsTakenOverAndFencedAndALiveOneIsNot) {
   EXPECT_EQ(ReadAt(lun_file_, 2 << 20), std::string(4096, '\0')) << "a fenced write landed";
   EXPECT_TRUE(Unpublish("vol-t", target).ok());
   EXPECT_TRUE(Unstage("vol-t", Staging("vol-t")).ok());
-  EXPECT_TRUE(HeldBy(Now(), key_b_)) << "the fenced node left the new holder alone";
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_)) << "the fenced node left the new holder alone";
   csi::v1::NodeUnstageVolumeRequest unstage;
   unstage.set_volume_id("vol-t");
   unstage.set_staging_target_path(OtherStaging("vol-t"));
   csi::v1::NodeUnstageVolumeResponse unstaged;
   EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
-  EXPECT_TRUE(Now().keys.empty());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
 }
 
 }  // namespace

@@ -38,17 +38,6 @@ class ReservationClaimTest : public NodeIntegrationTest {
     AddLun();
   }
 
-  // What the target says of the LUN, through a login of its own.
-  iscsi::Reservations Now() const {
-    auto conn = LoginAs("iqn.2026-12.dev.stagehand:observer");
-    if (conn == nullptr) {
-      return {};
-    }
-    auto r = conn->ReadReservations();
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.value_or(iscsi::Reservations{});
-  }
-
   static size_t Count(const iscsi::Reservations& r, uint64_t key) {
     return static_cast<size_t>(std::count(r.keys.begin(), r.keys.end(), key));
   }
@@ -72,7 +61,7 @@ TEST_F(ReservationClaimTest, OneNodeHoldsTheLunAndTheOtherIsRefusedUnregistered)
   EXPECT_TRUE(absl::StrContains(refused.message(), iscsi::FormatKey(claimed->key))) << refused;
   EXPECT_EQ(refused.GetPayload(iscsi::kHolderKeyPayload), absl::Cord(absl::StrCat(claimed->key)));
   EXPECT_TRUE(iscsi::SameNode(claimed->key, key_a_)) << "a key of node-a's";
-  const iscsi::Reservations now = Now();
+  const iscsi::Reservations now = ReservationsNow();
   EXPECT_EQ(now.holder, claimed->key);
   EXPECT_EQ(now.type, iscsi::kWriteExclusiveRegistrantsOnly);
   EXPECT_EQ(now.keys, std::vector<uint64_t>{claimed->key}) << "node-b left no registration";
@@ -91,7 +80,7 @@ TEST_F(ReservationClaimTest, ANewLoginOfTheHolderTakesItsReservationBackFromTheL
     ASSERT_TRUE(claimed.ok()) << claimed.status();
     first_claim = *claimed;
   }  // Logged out: its registration and the reservation are orphaned.
-  ASSERT_EQ(Now().holder, first_claim.key);
+  ASSERT_EQ(ReservationsNow().holder, first_claim.key);
   auto again = LoginAs(kNodeA);
   ASSERT_NE(again, nullptr);
 
@@ -100,7 +89,7 @@ TEST_F(ReservationClaimTest, ANewLoginOfTheHolderTakesItsReservationBackFromTheL
   ASSERT_TRUE(claimed.ok()) << claimed.status();
   EXPECT_GT(claimed->generation, first_claim.generation) << "the takeover moved the generation";
   EXPECT_NE(claimed->key, first_claim.key) << "a fresh key";
-  const iscsi::Reservations now = Now();
+  const iscsi::Reservations now = ReservationsNow();
   EXPECT_EQ(now.holder, claimed->key);
   EXPECT_EQ(now.keys, std::vector<uint64_t>{claimed->key}) << "the orphaned registration is gone";
   auto b = LoginAs(kNodeB);
@@ -132,11 +121,11 @@ TEST_F(ReservationClaimTest, AHolderThatWasPreemptedIsFencedAndStaysUnregistered
             absl::StatusCode::kPermissionDenied);
 
   EXPECT_EQ(fenced.code(), absl::StatusCode::kPermissionDenied) << fenced;
-  const iscsi::Reservations now = Now();
+  const iscsi::Reservations now = ReservationsNow();
   EXPECT_EQ(now.holder, key_b_);
   EXPECT_EQ(now.keys, std::vector<uint64_t>{key_b_});
   EXPECT_TRUE(iscsi::ReleaseReservation(*back, key_a_).ok()) << "nothing of node-a to release";
-  EXPECT_EQ(Now().keys, std::vector<uint64_t>{key_b_});
+  EXPECT_EQ(ReservationsNow().keys, std::vector<uint64_t>{key_b_});
   EXPECT_TRUE(iscsi::ReleaseReservation(*b, key_b_).ok());
 }
 
@@ -157,12 +146,12 @@ TEST_F(ReservationClaimTest, AStillKeyIsTakenOverAndAMovedOneIsNot) {
 
   const absl::Status refused = iscsi::ClaimReservation(*b, key_b_, std::nullopt, seen).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
-  EXPECT_EQ(Now().holder, renewed);
+  EXPECT_EQ(ReservationsNow().holder, renewed);
 
   auto taken = iscsi::ClaimReservation(*b, key_b_, std::nullopt, renewed);
 
   ASSERT_TRUE(taken.ok()) << taken.status();
-  const iscsi::Reservations now = Now();
+  const iscsi::Reservations now = ReservationsNow();
   EXPECT_EQ(now.holder, taken->key);
   EXPECT_EQ(now.keys, std::vector<uint64_t>{taken->key}) << "nothing of node A is registered";
   EXPECT_EQ(iscsi::ClaimReservation(*a, key_a_, held->generation).status().code(),
@@ -184,7 +173,7 @@ TEST_F(ReservationClaimTest, AReleaseLeavesNothingAndTheOtherNodeClaimsAtOnce) {
 
   ASSERT_TRUE(iscsi::ReleaseReservation(*a, key_a_).ok());
 
-  const iscsi::Reservations now = Now();
+  const iscsi::Reservations now = ReservationsNow();
   EXPECT_TRUE(now.keys.empty()) << now.keys.size() << " registration(s) left";
   EXPECT_FALSE(now.holder.has_value());
   auto b = LoginAs(kNodeB);
@@ -206,7 +195,7 @@ TEST_F(ReservationClaimTest, ANexusJoinsTheHoldersRegistrationWithoutTakingItAwa
   const auto joined = iscsi::JoinReservation(*joining, key_a_);
 
   ASSERT_TRUE(joined.ok()) << joined.status();
-  const iscsi::Reservations now = Now();
+  const iscsi::Reservations now = ReservationsNow();
   EXPECT_EQ(now.holder, held->key);
   EXPECT_EQ(now.keys.size(), 2u);
   EXPECT_EQ(Count(now, *joined), 1u);
@@ -215,7 +204,7 @@ TEST_F(ReservationClaimTest, ANexusJoinsTheHoldersRegistrationWithoutTakingItAwa
   EXPECT_EQ(iscsi::JoinReservation(*b, key_b_).status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(iscsi::ReleaseReservation(*joining, key_a_).ok());
-  EXPECT_TRUE(Now().keys.empty());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
 }
 
 }  // namespace
