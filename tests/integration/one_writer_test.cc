@@ -2,7 +2,8 @@
 // own) on one tgtd LUN: a single-node volume is reserved for the node that stages it, another
 // node's stage is refused (retryable, naming the holder's key) until the holder unstages, a
 // holder whose reservation another node took over is fenced (its writes fail, none lands), and
-// the holder keeps its reservation through a session killed and a target restarted.
+// the holder keeps its reservation through a session killed, a target restarted and a target
+// outage shorter than the takeover time; a multi-writer volume registers nothing.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -375,6 +377,93 @@ TEST_F(OneWriterTest, AFrozenHolderIsTakenOverAndFencedAndALiveOneIsNot) {
   csi::v1::NodeUnstageVolumeResponse unstaged;
   EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
   EXPECT_TRUE(ReservationsNow().keys.empty());
+}
+
+// A 15 s outage of the target (tgtd stopped with SIGSTOP: every connection hangs) is shorter
+// than the takeover time (30 s, the default): another node's stages fail all through it and are
+// refused after it, the holder takes its reservation up again on its own and keeps writing.
+TEST_F(OneWriterTest, AnOutageShorterThanTheTakeoverTimeKeepsTheHolder) {
+  const std::string target = root_ + "/pod-a";
+  ASSERT_TRUE(Stage(StageRequest("vol-o")).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-o", target)).ok());
+  ASSERT_TRUE(WriteFileAtomically(target + "/before", "1\n", 0644).ok());
+  sync();
+  const auto before = SessionNow();
+  ASSERT_TRUE(before.has_value());
+  ASSERT_NE(before->reservation_key(), 0u);
+  ASSERT_EQ(OtherStage(OtherStageRequest("vol-o")).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  ASSERT_NO_FATAL_FAILURE(FreezeTarget());
+  const auto outage_start = std::chrono::steady_clock::now();
+  int attempts = 0;
+  // The outage is the scenario, not a wait for something: node B keeps trying all through it.
+  while (std::chrono::steady_clock::now() - outage_start < std::chrono::seconds(15)) {
+    const grpc::Status s = OtherStage(OtherStageRequest("vol-o"));
+    ++attempts;
+    if (s.ok()) {
+      ThawTarget();
+      FAIL() << "node B staged during the outage";
+    }
+  }
+  ThawTarget();
+  EXPECT_GT(attempts, 0);
+
+  // The holder reconnects and claims again under a fresh key; its old one is gone.
+  ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::UP &&
+           s.reservation_key() != before->reservation_key();
+  }));
+  const grpc::Status refused = OtherStage(OtherStageRequest("vol-o"));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("in use on another node"));
+  const iscsi::Reservations now = ReservationsNow();
+  EXPECT_TRUE(HeldBy(now, key_a_));
+  EXPECT_EQ(KeysOf(now, key_b_), 0u);
+  EXPECT_THAT(testbed::Leftovers(other_root_), IsEmpty());
+  ASSERT_TRUE(WriteFileAtomically(target + "/after", "2\n", 0644).ok());
+  auto first = ReadFileToString(target + "/before");
+  EXPECT_TRUE(first.ok() && *first == "1\n");
+
+  ASSERT_TRUE(Unpublish("vol-o", target).ok());
+  ASSERT_TRUE(Unstage("vol-o", Staging("vol-o")).ok());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
+  ExpectCleanFilesystem();
+}
+
+// MULTI_NODE_MULTI_WRITER (block only): both nodes stage and write at once, nothing registers.
+TEST_F(OneWriterTest, AMultiWriterBlockVolumeIsSharedWithoutReservations) {
+  const auto mode = csi::v1::VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER;
+  auto stage_a = StageRequest("vol-m", /*block=*/true);
+  stage_a.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  auto stage_b = OtherStageRequest("vol-m", /*block=*/true);
+  stage_b.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  const std::string target_a = root_ + "/dev-a";
+  const std::string target_b = other_root_ + "/dev-b";
+  auto publish_a = PublishRequest("vol-m", target_a, /*block=*/true);
+  publish_a.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  auto publish_b = PublishRequest("vol-m", target_b, /*block=*/true);
+  publish_b.set_staging_target_path(OtherStaging("vol-m"));
+  publish_b.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+
+  ASSERT_TRUE(Stage(stage_a).ok());
+  ASSERT_TRUE(Publish(publish_a).ok());
+  const grpc::Status staged_b = OtherStage(stage_b);
+  ASSERT_TRUE(staged_b.ok()) << staged_b.error_message();
+  csi::v1::NodePublishVolumeResponse published;
+  ASSERT_TRUE(other_->node().NodePublishVolume(testbed::Ctx().get(), publish_b, &published).ok());
+
+  EXPECT_EQ(testbed::WriteBlockDirect(target_a, 1 << 20, 'a'), 0);
+  EXPECT_EQ(testbed::WriteBlockDirect(target_b, 2 << 20, 'b'), 0);
+  const iscsi::Reservations shared = ReservationsNow();
+  EXPECT_FALSE(shared.holder.has_value());
+  EXPECT_THAT(shared.keys, IsEmpty()) << "a multi-writer volume registers nothing";
+  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, 'a'));
+  EXPECT_EQ(ReadAt(lun_file_, 2 << 20), std::string(4096, 'b'));
+
+  EXPECT_TRUE(Unpublish("vol-m", target_a).ok());
+  EXPECT_TRUE(Unstage("vol-m", Staging("vol-m")).ok());
+  EXPECT_TRUE(OtherUnpublishAndUnstage("vol-m", target_b).ok());
+  EXPECT_THAT(ReservationsNow().keys, IsEmpty());
 }
 
 }  // namespace
