@@ -7,6 +7,8 @@
 #include <absl/strings/str_split.h>
 #include <absl/strings/strip.h>
 
+#include "iscsi/persistent_reservation.h"
+
 namespace stagehand::ctl {
 namespace {
 
@@ -203,7 +205,10 @@ std::string FormatVolumes(const agent::v1::ListVolumesResponse& r, size_t max_wi
           d.io_flusher() ? "" : ", not an I/O flusher (no CAP_SYS_RESOURCE)",
           d.outdated() ? " (an earlier build: replaced in place)" : "",
           d.xfs_nouuid() ? ", XFS mounted with nouuid (another mounted XFS has its UUID)" : "",
-          "\n");
+          d.reservation_key() != 0
+              ? absl::StrCat(", reserved (key ", iscsi::FormatKey(d.reservation_key()), ")")
+              : "",
+          d.unreserved() ? ", NOT reserved (the target has no persistent reservations)" : "", "\n");
     }
   }
   if (!paths.empty()) {

@@ -10,7 +10,7 @@ constexpr auto kNoStorage = StorageClass::kNone;
 constexpr auto kUnreachable = StorageClass::kUnreachable;
 
 // In the order of the enum (checked below).
-constexpr std::array<ReasonInfo, 20> kReasons = {{
+constexpr std::array<ReasonInfo, 21> kReasons = {{
     {Reason::kSessionReconnecting, "SessionReconnecting", kInaccessible, true, kUnreachable, false},
     {Reason::kReplacementTimeoutPassed, "ReplacementTimeoutPassed", kInaccessible, true,
      kUnreachable, false},
@@ -34,6 +34,7 @@ constexpr std::array<ReasonInfo, 20> kReasons = {{
     {Reason::kSessionUnsupervised, "SessionUnsupervised", kDegraded, true, kNoStorage, true},
     {Reason::kFuseRequestsLost, "FuseRequestsLost", kInaccessible, false, kNoStorage, false},
     {Reason::kFenced, "Fenced", kInaccessible, false, kNoStorage, false},
+    {Reason::kUnreserved, "Unreserved", kDegraded, false, kNoStorage, false},
 }};
 
 constexpr bool InEnumOrder() {
@@ -42,7 +43,7 @@ constexpr bool InEnumOrder() {
       return false;
     }
   }
-  return static_cast<size_t>(Reason::kFenced) + 1 == kReasons.size();
+  return static_cast<size_t>(Reason::kUnreserved) + 1 == kReasons.size();
 }
 
 static_assert(InEnumOrder(), "kReasons must list every Reason once, in the order of the enum");

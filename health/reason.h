@@ -33,6 +33,7 @@ enum class Reason {
   kSessionUnsupervised,       // The session serves, but nothing would replace it if it died.
   kFuseRequestsLost,          // A dead io_uring ring held requests: what waits on them hangs.
   kFenced,                    // Another node took the LUN's reservation over: I/O fails closed.
+  kUnreserved,  // A single-node volume served without a reservation (the target has none).
 };
 
 // What the problem does to the volume: CSI's VolumeHealthErrorType.

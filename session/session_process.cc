@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +34,7 @@
 #include "session/io_request.h"
 #include "session/keeper.h"
 #include "session/keeper_watch.h"
+#include "session/process_setup.h"
 #include "session/protocol.h"
 #include "session/session_login.h"
 
@@ -49,20 +48,6 @@ using state::v1::SessionStatus;
 // How long a process handing its volume over waits for the requests it took to be answered
 // before it lets go anyway (the kernel resends the rest to the successor).
 constexpr auto kDrainBound = std::chrono::seconds(5);
-
-// Points `fd` at /dev/null: the pipe behind it is closed, and the descriptor number (0 or 1) stays
-// taken, so nothing opened later lands on stdin/stdout by accident.
-void ReplaceWithDevNull(int fd) {
-  const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull < 0) {
-    close(fd);
-    return;
-  }
-  if (devnull != fd) {
-    dup3(devnull, fd, 0);
-    close(devnull);
-  }
-}
 
 SessionStatus::State ToProtoState(ServerState s) {
   switch (s) {
@@ -80,21 +65,12 @@ SessionStatus::State ToProtoState(ServerState s) {
   return SessionStatus::STATE_UNKNOWN;
 }
 
-// The session process is in the writeback path of its own loop device: if it waits on reclaim
-// that waits on that writeback (a page fault, an allocation under memory pressure), nothing
-// moves again. PR_SET_IO_FLUSHER makes its allocations never wait on I/O (as NBD and FUSE
-// block servers do; it needs CAP_SYS_RESOURCE, which a privileged pod and a systemd service
-// have); mlockall keeps its code and buffers resident, so serving never faults (root may lock
-// memory). Both are per process and apply to everything allocated afterwards.
-void KeepOutOfReclaim(SessionStatus* status) {
-  status->set_io_flusher(prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) == 0);
-  status->set_memory_locked(mlockall(MCL_CURRENT | MCL_FUTURE) == 0);
-}
-
 class Session {
  public:
   Session(SessionConfig config, int ready_fd) : config_(std::move(config)), ready_fd_(ready_fd) {
-    KeepOutOfReclaim(&status_);
+    const ReclaimGuard guard = KeepOutOfReclaim();
+    status_.set_io_flusher(guard.io_flusher);
+    status_.set_memory_locked(guard.memory_locked);
   }
 
   // First start: the config came over the pipe; logs in and mounts.
@@ -209,6 +185,7 @@ class Session {
     status_.set_pid(getpid());
     status_.set_start_time(ProcessStartTime(getpid()));
     status_.set_volume_id(config_.volume_id());
+    status_.set_unreserved(config_.reservation_unsupported());
     // NOLINTNEXTLINE(concurrency-mt-unsafe): at start, before any thread.
     if (const char* keeper = getenv(kKeeperVariable); keeper != nullptr) {
       int pid = 0;
@@ -518,7 +495,10 @@ class Session {
       SH_ASSIGN_OR_RETURN(const iscsi::Claim claim,
                           ClaimForVolume(*conn, config_.reservation_key(), config_.takeover_key(),
                                          config_.reservation_optional()));
+      // Without PR support (and allowed to): no key to renew or release; successors know.
       config_.set_reservation_key(claim.key == 0 ? 0 : config_.reservation_key());
+      config_.set_reservation_unsupported(claim.key == 0);
+      status_.set_unreserved(claim.key == 0);
       status_.set_reservation_generation(claim.generation);
       status_.set_reservation_key(claim.key);
     }

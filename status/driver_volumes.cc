@@ -55,6 +55,8 @@ void FillDataPath(driver::NodeService& node, const StagedVolume& volume, agent::
   out->set_fuse_mode(d.fuse_mode);
   out->set_io_flusher(d.io_flusher);
   out->set_xfs_nouuid(volume.xfs_nouuid);
+  out->set_reservation_key(d.reservation_key);
+  out->set_unreserved(d.unreserved);
 }
 
 }  // namespace

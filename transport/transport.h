@@ -92,6 +92,11 @@ struct SessionDescription {
   std::string fuse_mode;  // "classic" or "io_uring"; empty for the kernel.
   // Marked PR_SET_IO_FLUSHER (its allocations never wait on writeback, which may be its own).
   bool io_flusher = false;
+  // Its registration on the LUN now (a persistent reservation for this node's writes); 0 when
+  // the volume is not reserved.
+  uint64_t reservation_key = 0;
+  // A single-node volume served without a reservation (the target has none; takeoverAfter off).
+  bool unreserved = false;
 };
 
 // A session as metrics show it, from what the transport keeps beside it (never I/O to the LUN).

@@ -80,6 +80,25 @@ TEST(FormatVolumesTest, CountsTargetsAndShowsTheProblem) {
   EXPECT_THAT(out, Not(HasSubstr("first reconcile")));
 }
 
+TEST(FormatVolumesTest, ShowsEachDataPathsReservation) {
+  agent::v1::ListVolumesResponse r;
+  r.set_ready(true);
+  for (const char* name : {"held", "bare", "shared"}) {
+    auto* v = r.add_volumes();
+    v->set_name(name);
+    v->mutable_data_path()->set_transport("userspace");
+    v->mutable_data_path()->set_pid(42);
+    v->mutable_data_path()->set_io_flusher(true);
+  }
+  r.mutable_volumes(0)->mutable_data_path()->set_reservation_key(0x1234abcd00000001);
+  r.mutable_volumes(1)->mutable_data_path()->set_unreserved(true);
+  const std::string out = FormatVolumes(r, 0);
+  EXPECT_THAT(out, HasSubstr(", reserved (key 0x1234abcd00000001)\n"));
+  EXPECT_THAT(out, HasSubstr("bare: userspace session pid 42, build , FUSE -, NOT reserved (the "
+                             "target has no persistent reservations)\n"));
+  EXPECT_THAT(out, HasSubstr("shared: userspace session pid 42, build , FUSE -\n"));
+}
+
 TEST(FormatStatusTest, ListsProblems) {
   agent::v1::AgentStatus s;
   s.set_ready(true);

@@ -19,6 +19,9 @@ namespace {
 constexpr size_t kBhsBytes = 48;
 constexpr uint8_t kScsiCommandOpcode = 0x01;
 constexpr uint8_t kInquiry = 0x12;
+constexpr uint8_t kPersistentReserveIn = 0x5e;
+constexpr uint8_t kPersistentReserveOut = 0x5f;
+constexpr uint8_t kUnknownOpcode = 0xc9;  // Vendor-specific: tgtd supports none of those.
 
 // One proxied connection: bytes from the initiator are parsed into PDUs (to see the SCSI
 // commands) and forwarded whole; bytes from the target are forwarded as they come.
@@ -63,6 +66,15 @@ int VpdInquiryPage(const uint8_t* pdu) {
     return -1;
   }
   return cdb[2];
+}
+
+// Gives a SCSI command PDU's PERSISTENT RESERVE IN/OUT another opcode.
+void HideReservation(uint8_t* pdu) {
+  uint8_t& opcode = pdu[32];
+  if ((pdu[0] & 0x3f) == kScsiCommandOpcode &&
+      (opcode == kPersistentReserveIn || opcode == kPersistentReserveOut)) {
+    opcode = kUnknownOpcode;
+  }
 }
 
 UniqueFd ConnectTo(uint16_t port) {
@@ -162,6 +174,9 @@ void IscsiProxy::Loop() {
             drop_vpd_page_ = -1;
             l.dead = true;  // The command never reaches the target.
             break;
+          }
+          if (hide_reservations_.load()) {
+            HideReservation(l.from_initiator.data());
           }
           const bool swallow =
               swallow_commands_.load() && (l.from_initiator[0] & 0x3f) == kScsiCommandOpcode;

@@ -40,6 +40,10 @@ class IscsiProxy {
   // and everything else (login, NOP-Out) passes: a target whose backing store hangs.
   void SwallowScsiCommands(bool on) { swallow_commands_ = on; }
 
+  // While on, PERSISTENT RESERVE IN/OUT commands reach the target with an opcode it does not
+  // know, so that it answers ILLEGAL REQUEST: a target without persistent reservations.
+  void HidePersistentReservations(bool on) { hide_reservations_ = on; }
+
   // Connections accepted so far.
   int connections() const { return connections_.load(); }
 
@@ -56,6 +60,7 @@ class IscsiProxy {
   std::atomic<int> drop_from_connection_{0};  // Connection number the drop applies from.
   std::atomic<int> connections_{0};
   std::atomic<bool> swallow_commands_{false};
+  std::atomic<bool> hide_reservations_{false};
   std::thread thread_;
 };
 

@@ -28,6 +28,7 @@
 #include "base/subprocess.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/persistent_reservation.h"
+#include "tests/integration/iscsi_proxy.h"
 #include "tests/integration/node_test_base.h"
 
 namespace stagehand::testing {
@@ -464,6 +465,59 @@ TEST_F(OneWriterTest, AMultiWriterBlockVolumeIsSharedWithoutReservations) {
   EXPECT_TRUE(Unstage("vol-m", Staging("vol-m")).ok());
   EXPECT_TRUE(OtherUnpublishAndUnstage("vol-m", target_b).ok());
   EXPECT_THAT(ReservationsNow().keys, IsEmpty());
+}
+
+// A target without persistent reservations (a proxy turns PERSISTENT RESERVE IN/OUT into an
+// opcode tgtd does not know): a single-node stage is refused, names the way out and leaves
+// nothing; with takeoverAfter "off" it stages unprotected, and its health says so, also after its
+// session process was killed and replaced.
+TEST_F(OneWriterTest, ATargetWithoutReservationsServesASingleNodeVolumeOnlyWhenAllowed) {
+  IscsiProxy proxy;
+  ASSERT_TRUE(proxy.Start(tgtd_->port()).ok());
+  proxy.HidePersistentReservations(true);
+  auto req = StageRequest("vol-u");
+  (*req.mutable_volume_context())["targetPortal"] = proxy.portal();
+
+  const grpc::Status refused = Stage(req);
+
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("does not support SCSI-3 persistent"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("takeoverAfter: \"off\""));
+  EXPECT_THAT(testbed::Leftovers(root_), IsEmpty()) << "a refused stage leaves nothing";
+
+  (*req.mutable_volume_context())["takeoverAfter"] = "off";
+  const std::string target = root_ + "/pod-a";
+  const grpc::Status staged = Stage(req);
+  ASSERT_TRUE(staged.ok()) << staged.error_message();
+  ASSERT_TRUE(Publish(PublishRequest("vol-u", target)).ok());
+  ASSERT_TRUE(WriteFileAtomically(target + "/f", "u\n", 0644).ok());
+  EXPECT_THAT(ReservationsNow().keys, IsEmpty());
+  const auto unreserved = [&] {
+    csi::v1::NodeGetVolumeHealthResponse health;
+    EXPECT_TRUE(Health("vol-u", &health).ok());
+    bool found = false;
+    for (const auto& e : health.volume_health().health_statuses()) {
+      found = found || (e.reason() == "Unreserved" && e.status() == csi::v1::DEGRADED);
+    }
+    return found;
+  };
+  EXPECT_TRUE(unreserved());
+  const auto first = SessionNow();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->unreserved());
+
+  ASSERT_EQ(kill(first->pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
+    return s.pid() != first->pid() && s.state() == state::v1::SessionStatus::UP;
+  }));
+  EXPECT_TRUE(SessionNow()->unreserved()) << "the successor knows";
+  EXPECT_TRUE(unreserved());
+  ASSERT_TRUE(WriteFileAtomically(target + "/g", "v\n", 0644).ok());
+
+  ASSERT_TRUE(Unpublish("vol-u", target).ok());
+  ASSERT_TRUE(Unstage("vol-u", Staging("vol-u")).ok());
+  EXPECT_THAT(ReservationsNow().keys, IsEmpty());
+  ExpectCleanFilesystem();
 }
 
 }  // namespace

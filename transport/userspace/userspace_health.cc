@@ -146,6 +146,13 @@ SessionHealth UserspaceTransport::Health(const SessionRecord& record) {
   CheckLoop(session, h);
   CheckAnswering(session, pid, h);
   CheckSupervised(*worker.status, pid, h);
+  if (!h.reason && worker.status->unreserved()) {  // The least of its problems: it was allowed.
+    h.message =
+        "the target does not support SCSI-3 persistent reservations: this single-node volume is "
+        "served without one (takeoverAfter \"off\"), and nothing keeps another node from "
+        "writing to it";
+    h.reason = health::Reason::kUnreserved;
+  }
   return h;
 }
 
@@ -233,6 +240,8 @@ SessionDescription UserspaceTransport::Describe(const SessionRecord& record) {
     d.build = worker.status->build();
     d.fuse_mode = worker.status->fuse_mode().empty() ? "classic" : worker.status->fuse_mode();
     d.io_flusher = worker.status->io_flusher();
+    d.reservation_key = worker.status->reservation_key();
+    d.unreserved = worker.status->unreserved();
   }
   d.outdated = worker.pid != 0 && !session_build_.empty() && d.build != session_build_;
   return d;
