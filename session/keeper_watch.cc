@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
@@ -33,10 +35,16 @@ UniqueFd PidFd(int pid) {
   return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
 }
 
-// Starts `argv` from this process's own executable, detached (a new session, reparented to
-// init through an intermediate child), with `pass` as descriptors 3, 4, ... and nothing else
-// beyond stdin, stdout and stderr. Between fork and exec only async-signal-safe calls: the
-// session may run threads.
+// Starts `argv` from this process's own executable in a new session, with `pass` as
+// descriptors 3, 4, ... and nothing else beyond stdin, stdout and stderr, and waits for it to
+// exit: the keeper it starts (`--adopt`) forks itself once and leaves the child to init.
+//
+// posix_spawn, never fork(): a fork write-protects every private page of this process for
+// copy-on-write, the FUSE read buffers included; the next read of /dev/fuse then copies a
+// request through the slow get_user_pages path, which fails when a fatal signal is pending, and
+// the kernel ends that request with EIO. A SIGKILL of the session just after its keeper was
+// replaced failed a write of the filesystem that way. posix_spawn shares the address space with
+// its child until the exec (CLONE_VM | CLONE_VFORK): nothing here is write-protected.
 absl::Status SpawnFromSelf(const std::vector<std::string>& argv, const std::vector<int>& pass) {
   std::vector<UniqueFd> high;
   for (int fd : pass) {
@@ -46,27 +54,34 @@ absl::Status SpawnFromSelf(const std::vector<std::string>& argv, const std::vect
     }
   }
   std::vector<char*> cargv = SpawnArgv(argv);
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  if (posix_spawn_file_actions_init(&actions) != 0) {
+    return absl::InternalError("posix_spawn_file_actions_init failed");
+  }
+  absl::Cleanup free_actions = [&actions] { posix_spawn_file_actions_destroy(&actions); };
+  if (posix_spawnattr_init(&attributes) != 0) {
+    return absl::InternalError("posix_spawnattr_init failed");
+  }
+  absl::Cleanup free_attributes = [&attributes] { posix_spawnattr_destroy(&attributes); };
+  int rc = 0;
+  for (size_t i = 0; i < high.size() && rc == 0; ++i) {
+    rc = posix_spawn_file_actions_adddup2(&actions, high[i].Get(), static_cast<int>(3 + i));
+  }
+  rc = rc != 0
+           ? rc
+           : posix_spawn_file_actions_addclosefrom_np(&actions, static_cast<int>(3 + high.size()));
   sigset_t none;
   sigemptyset(&none);
-  const pid_t child = fork();
-  if (child < 0) {
-    return ErrnoStatus(errno, "fork");
-  }
-  if (child == 0) {
-    (void)setsid();
-    for (size_t i = 0; i < high.size(); ++i) {
-      if (dup2(high[i].Get(), static_cast<int>(3 + i)) < 0) {
-        _exit(1);
-      }
-    }
-    (void)close_range(static_cast<unsigned int>(3 + high.size()), ~0U, 0);
-    (void)pthread_sigmask(SIG_SETMASK, &none, nullptr);
-    const pid_t grandchild = fork();
-    if (grandchild == 0) {
-      execv("/proc/self/exe", cargv.data());
-      _exit(127);
-    }
-    _exit(grandchild < 0 ? 1 : 0);
+  rc = rc != 0 ? rc : posix_spawnattr_setsigmask(&attributes, &none);
+  rc = rc != 0 ? rc
+               : posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  pid_t child = 0;
+  rc = rc != 0
+           ? rc
+           : posix_spawn(&child, "/proc/self/exe", &actions, &attributes, cargv.data(), environ);
+  if (rc != 0) {
+    return ErrnoStatus(rc, "start the new keeper");
   }
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {

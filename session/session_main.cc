@@ -70,10 +70,17 @@ int SessionMain(const std::vector<std::string>& args) {
   options.stdin_fd = STDIN_FILENO;
   options.stdout_fd = STDOUT_FILENO;
   options.watchdog = std::chrono::milliseconds(watchdog_ms);
-  options.env[kKeeperVariable] = std::to_string(getpid());
   KeeperAdoption adoption;
   if (adopt_pid > 0) {
-    // Started by the session process itself, whose keeper died (session/keeper_watch.h).
+    // Started by the session process itself, whose keeper died (session/keeper_watch.h), which
+    // waits for this process to exit: the keeper is its child, and belongs to init.
+    const pid_t keeper_pid = fork();
+    if (keeper_pid < 0) {
+      return 1;
+    }
+    if (keeper_pid > 0) {
+      _exit(0);
+    }
     adoption.pid = adopt_pid;
     adoption.pidfd.Reset(kAdoptPidfd);
     adoption.ready.Reset(kAdoptReady);
@@ -83,6 +90,7 @@ int SessionMain(const std::vector<std::string>& args) {
       (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
   }
+  options.env[kKeeperVariable] = std::to_string(getpid());  // After the fork above.
   return RunKeeper(options, std::move(adoption));
 }
 
