@@ -324,6 +324,15 @@ void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>&
   out.push_back(std::move(problems));
 }
 
+std::string ListeningAddress(const std::string& address) {
+  const size_t last = address.rfind(':');
+  if (address.empty() || address.front() == '[' || last == std::string::npos ||
+      address.find(':') == last) {
+    return address;
+  }
+  return absl::StrCat("[", address.substr(0, last), "]", address.substr(last));
+}
+
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
     Probes probes) {
@@ -334,7 +343,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   try {
     // One worker: a scrape and the probes take milliseconds, and a request that hangs on a
     // stuck reconciler lock would hang every other one too (each reads the reconciler).
-    server->exposer_ = std::make_unique<prometheus::Exposer>(address, 1, &callbacks);
+    server->exposer_ =
+        std::make_unique<prometheus::Exposer>(ListeningAddress(address), 1, &callbacks);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));

@@ -103,6 +103,11 @@ class AgentCollectable final : public prometheus::Collectable {
   std::function<std::vector<csiclient::VolumeHealthSample>()> health_source_;
 };
 
+// `address` as civetweb listens on it: an IPv6 literal without brackets ("fd00::1:29780", as
+// the DaemonSet's $(HOST_IP):29780 gives on an IPv6 node) gets them ("[fd00::1]:29780");
+// anything else is returned as it is.
+std::string ListeningAddress(const std::string& address);
+
 // The HTTP endpoint. /metrics: the registry and the collectable; /healthz: `live`; /readyz:
 // `ready` (200 with "ok", else 503 with the reason), followed by one line per entry of `details`
 // (volumes that need someone to act).
@@ -114,7 +119,7 @@ class MetricsServer {
     std::function<std::vector<std::string>()> details;  // May be empty.
   };
 
-  // `address` is host:port ("127.0.0.1:29780", "[::1]:29780", "0.0.0.0:29780").
+  // `address` is host:port ("127.0.0.1:29780", "[::1]:29780", "::1:29780", "0.0.0.0:29780").
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
       Probes probes);

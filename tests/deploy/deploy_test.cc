@@ -185,11 +185,15 @@ TEST_F(DaemonSetTest, ArgsSelectKubernetesModeAndNodeName) {
 
   EXPECT_THAT(args,
               IsSupersetOf({"--mode=kubernetes", "--node-id=$(NODE_NAME)",
-                            "--metrics-address=0.0.0.0:29780", "--state-dir=/var/lib/stagehand",
+                            "--metrics-address=$(HOST_IP):29780", "--state-dir=/var/lib/stagehand",
                             "--session-launcher=systemd", "--kubelet-dir=/var/lib/kubelet"}));
   const YAML::Node env = FindBy(container_["env"], "name", "NODE_NAME");
   ASSERT_TRUE(env.IsMap());
   EXPECT_EQ(env["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "spec.nodeName");
+  // Metrics on the node's own address, not on every address of the node.
+  const YAML::Node host_ip = FindBy(container_["env"], "name", "HOST_IP");
+  ASSERT_TRUE(host_ip.IsMap());
+  EXPECT_EQ(host_ip["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(), "status.hostIP");
 }
 
 TEST_F(DaemonSetTest, MountsKubeletPluginsAndPodsBidirectionallyAsSiblings) {
