@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "bench/bench_support.h"
 #include "mounter/filesystem.h"
 #include "mounter/libmount_mounter.h"
 #include "testbed/stagehand_daemon.h"
@@ -28,31 +29,12 @@ namespace {
 using namespace stagehand;           // NOLINT(google-build-using-namespace): benchmark main.
 using namespace stagehand::testbed;  // NOLINT(google-build-using-namespace): benchmark main.
 using Clock = std::chrono::steady_clock;
+using bench::Check;
+using bench::Die;
+using bench::Median;
 
 double Ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "bench failed: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) {
-    Die(what + ": " + std::string(s.message()));
-  }
-}
-
-void Check(const grpc::Status& s, const std::string& what) {
-  if (!s.ok()) {
-    Die(what + ": " + s.error_message());
-  }
 }
 
 // The bare local steps. Returns milliseconds.

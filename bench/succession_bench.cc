@@ -34,6 +34,7 @@
 #include "base/paths.h"
 #include "base/spawn.h"
 #include "base/subprocess.h"
+#include "bench/bench_support.h"
 #include "proto/state.pb.h"
 #include "testbed/stagehand_daemon.h"
 #include "testbed/tgtd.h"
@@ -44,32 +45,13 @@ namespace {
 using namespace stagehand;           // NOLINT(google-build-using-namespace): benchmark main.
 using namespace stagehand::testbed;  // NOLINT(google-build-using-namespace): benchmark main.
 using Clock = std::chrono::steady_clock;
+using bench::Check;
+using bench::Die;
+using bench::Median;
 using state::v1::SessionStatus;
 
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "bench failed: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) {
-    Die(what + ": " + std::string(s.message()));
-  }
-}
-
-void Check(const grpc::Status& s, const std::string& what) {
-  if (!s.ok()) {
-    Die(what + ": " + s.error_message());
-  }
 }
 
 // Writes 4 KiB blocks (O_DIRECT, then fdatasync) in a loop and records when each completed.

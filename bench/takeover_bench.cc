@@ -22,6 +22,7 @@
 
 #include "base/file_io.h"
 #include "base/subprocess.h"
+#include "bench/bench_support.h"
 #include "proto/state.pb.h"
 #include "testbed/stagehand_daemon.h"
 #include "testbed/tgtd.h"
@@ -31,27 +32,12 @@ namespace {
 
 using namespace stagehand;  // NOLINT(google-build-using-namespace): benchmark main.
 using Clock = std::chrono::steady_clock;
+using bench::Check;
+using bench::Die;
 using AccessMode = csi::v1::VolumeCapability::AccessMode;
 
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "bench failed: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const absl::Status& s, const std::string& what) {
-  if (!s.ok()) {
-    Die(what + ": " + std::string(s.message()));
-  }
-}
-
-void Check(const grpc::Status& s, const std::string& what) {
-  if (!s.ok()) {
-    Die(what + ": " + s.error_message());
-  }
 }
 
 // Every thread of `pid` onto CPU `cpu` (tgtd has worker threads).
