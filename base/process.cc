@@ -14,6 +14,7 @@
 #include <absl/strings/numbers.h>
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_split.h>
+#include <absl/strings/strip.h>
 
 #include "base/file_io.h"
 #include "base/unique_fd.h"
@@ -50,6 +51,22 @@ uint64_t ProcessStartTime(int pid) {
     return 0;  // A zombie has exited.
   }
   return start;
+}
+
+std::optional<double> StartTimeAsUnixSeconds(uint64_t start_time) {
+  const long ticks_per_second = sysconf(_SC_CLK_TCK);
+  auto stat = ReadFileToString("/proc/stat");
+  if (start_time == 0 || ticks_per_second <= 0 || !stat.ok()) {
+    return std::nullopt;
+  }
+  for (absl::string_view line : absl::StrSplit(*stat, '\n')) {
+    uint64_t boot = 0;
+    if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtoi(line, &boot)) {
+      return static_cast<double>(boot) +
+             static_cast<double>(start_time) / static_cast<double>(ticks_per_second);
+    }
+  }
+  return std::nullopt;
 }
 
 char ProcessState(int pid) {

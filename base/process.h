@@ -5,11 +5,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 namespace stagehand {
 
 // The start time of `pid`, or 0 if it does not exist or has exited (a zombie).
 uint64_t ProcessStartTime(int pid);
+
+// A start time (clock ticks since boot, as ProcessStartTime gives it) as seconds since the Unix
+// epoch, through the boot time in /proc/stat; nullopt when that cannot be read or `start_time`
+// is 0. What Prometheus' process_start_time_seconds convention wants.
+std::optional<double> StartTimeAsUnixSeconds(uint64_t start_time);
 
 // True when `pid` is alive and started at `start_time` (0 never matches).
 bool IsSameProcessAlive(int pid, uint64_t start_time);

@@ -91,6 +91,24 @@ void Add(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Labe
   f.metric.push_back(std::move(m));
 }
 
+// stagehand_agent_ready, from the same check as /readyz, so that an alert can see it.
+class ReadinessCollectable final : public prometheus::Collectable {
+ public:
+  explicit ReadinessCollectable(std::function<absl::Status()> ready) : ready_(std::move(ready)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    auto ready = Gauge("stagehand_agent_ready",
+                       "1 when the agent is ready (what /readyz answers with 200), else 0");
+    Add(ready, {}, !ready_ || ready_().ok() ? 1 : 0);
+    std::vector<prometheus::MetricFamily> out;
+    out.push_back(std::move(ready));
+    return out;
+  }
+
+ private:
+  std::function<absl::Status()> ready_;
+};
+
 std::atomic<const MetricsServer*> g_server{nullptr};
 
 int BeginRequest(mg_connection* conn) {
@@ -206,6 +224,10 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
                           "Reconnects of the current userspace iSCSI sessions, summed");
   auto mismatches = Gauge("stagehand_iscsi_identity_mismatches",
                           "Sessions failed closed because the LUN identity changed");
+  auto started = Gauge("stagehand_session_process_start_time_seconds",
+                       "When the process serving the volume's userspace iSCSI session started, "
+                       "in seconds since the epoch (a successor moves it: changes() counts "
+                       "restarts)");
   std::map<std::string, int> by_state = {{"UP", 0},       {"RECONNECTING", 0},
                                          {"STARTING", 0}, {"IDENTITY_MISMATCH", 0},
                                          {"FAILED", 0},   {"FENCED", 0}};
@@ -241,6 +263,9 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
        sessions_ ? sessions_() : std::vector<transport::SessionSample>{}) {
     ++by_state[s.state];
     reconnect_sum += static_cast<double>(s.reconnects);
+    if (s.process_started) {
+      Add(started, {{"volume_id", s.volume_id}}, *s.process_started);
+    }
     if (s.counters) {
       for (auto& c : datapath) {
         Add(c.family, {{"volume_id", s.volume_id}}, static_cast<double>((*s.counters).*c.field));
@@ -258,6 +283,7 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
   out.push_back(std::move(sessions));
   out.push_back(std::move(reconnects));
   out.push_back(std::move(mismatches));
+  out.push_back(std::move(started));
 }
 
 void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const {
@@ -349,6 +375,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
   }
+  sources.push_back(std::make_shared<ReadinessCollectable>(server->probes_.ready));
   for (auto& source : sources) {
     server->exposer_->RegisterCollectable(source);
   }

@@ -10,7 +10,9 @@
 //   userspace iSCSI sessions by state, their reconnects and identity mismatches, their data-path
 //   counters (stagehand_datapath_*_total by volume_id, from each session's counters file), and the
 //   last volume stats gathered by the StatsCollector (agent/stats_collector.h)
-//   (stagehand_volume_stats_*, the kubelet's names).
+//   (stagehand_volume_stats_*, the kubelet's names), the start time of each session's process
+//   (stagehand_session_process_start_time_seconds by volume_id).
+// - The MetricsServer adds stagehand_agent_ready, from the /readyz check.
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>

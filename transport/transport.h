@@ -107,6 +107,9 @@ struct SessionSample {
   // "IDENTITY_MISMATCH", "FAILED", "CAPACITY_SHRUNK", "FUSE_ABORTED", "FENCED".
   std::string state;
   uint64_t reconnects = 0;
+  // When the process serving it started, in seconds since the epoch, where the transport has
+  // one: a successor (a restart, an upgrade in place) moves it.
+  std::optional<double> process_started;
 
   // The data path's counters since its process started, where the transport counts them.
   struct Counters {

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctime>
+#include <optional>
+
 #include <gtest/gtest.h>
 
 namespace stagehand {
@@ -13,6 +16,14 @@ TEST(ProcessTest, StartTimeAndStateOfThisProcess) {
   EXPECT_NE(ProcessStartTime(getpid()), 0U);
   EXPECT_TRUE(IsSameProcessAlive(getpid(), ProcessStartTime(getpid())));
   EXPECT_EQ(ProcessState(getpid()), 'R');
+}
+
+TEST(ProcessTest, AStartTimeAsUnixSecondsLiesBetweenTheBootAndNow) {
+  const std::optional<double> started = StartTimeAsUnixSeconds(ProcessStartTime(getpid()));
+  ASSERT_TRUE(started.has_value());
+  EXPECT_LE(*started, static_cast<double>(time(nullptr)) + 1);
+  EXPECT_GT(*started, 1.6e9);  // Not ticks since boot: seconds since the epoch.
+  EXPECT_FALSE(StartTimeAsUnixSeconds(0).has_value());
 }
 
 TEST(ProcessTest, AStoppedChildIsT) {

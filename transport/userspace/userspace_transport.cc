@@ -437,6 +437,7 @@ std::vector<SessionSample> UserspaceTransport::Sessions() {
     sample.volume_id = status->volume_id().empty() ? e->d_name : status->volume_id();
     sample.state = SessionStatus::State_Name(status->state());
     sample.reconnects = status->reconnects();
+    sample.process_started = StartTimeAsUnixSeconds(status->start_time());
     if (auto c = session::ReadCounters(session::RuntimePath(dir, session::kCountersFile)); c.ok()) {
       sample.counters = SessionSample::Counters{c->read_ops,    c->read_bytes, c->write_ops,
                                                 c->write_bytes, c->flush_ops,  c->io_errors};

@@ -1,0 +1,52 @@
+#include "status/metrics.h"
+
+#include <algorithm>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace stagehand::status {
+namespace {
+
+TEST(ListeningAddressTest, BracketsABareIpv6LiteralAndLeavesTheRestAlone) {
+  EXPECT_EQ(ListeningAddress("fd00::1:29780"), "[fd00::1]:29780");
+  EXPECT_EQ(ListeningAddress("::1:0"), "[::1]:0");
+  EXPECT_EQ(ListeningAddress("[fd00::1]:29780"), "[fd00::1]:29780");
+  EXPECT_EQ(ListeningAddress("10.0.0.7:29780"), "10.0.0.7:29780");
+  EXPECT_EQ(ListeningAddress("0.0.0.0:29780"), "0.0.0.0:29780");
+  EXPECT_EQ(ListeningAddress("29780"), "29780");
+  EXPECT_EQ(ListeningAddress(""), "");
+}
+
+// The family named `name` in `families`, or null.
+const prometheus::MetricFamily* Find(const std::vector<prometheus::MetricFamily>& families,
+                                     const std::string& name) {
+  auto it =
+      std::find_if(families.begin(), families.end(), [&](const auto& f) { return f.name == name; });
+  return it == families.end() ? nullptr : &*it;
+}
+
+TEST(AgentCollectableTest, ASessionShowsWhenItsProcessStarted) {
+  transport::SessionSample served;
+  served.volume_id = "v1";
+  served.state = "UP";
+  served.process_started = 1.8e9;
+  transport::SessionSample unknown;  // A transport without a process of its own.
+  unknown.volume_id = "v2";
+  unknown.state = "UP";
+  AgentCollectable collectable(nullptr, nullptr, [&] {
+    return std::vector<transport::SessionSample>{served, unknown};
+  });
+
+  const auto families = collectable.Collect();
+  const auto* started = Find(families, "stagehand_session_process_start_time_seconds");
+
+  ASSERT_NE(started, nullptr);
+  ASSERT_EQ(started->metric.size(), 1U);
+  EXPECT_EQ(started->metric[0].label[0].name, "volume_id");
+  EXPECT_EQ(started->metric[0].label[0].value, "v1");
+  EXPECT_DOUBLE_EQ(started->metric[0].gauge.value, 1.8e9);
+}
+
+}  // namespace
+}  // namespace stagehand::status
