@@ -17,6 +17,9 @@ install(DIRECTORY DESTINATION "${SH_CONFIG_DIR}/volumes.d")
 install(FILES packaging/example-volume.yaml DESTINATION "${CMAKE_INSTALL_DOCDIR}/examples")
 install(DIRECTORY deploy/kubernetes/ DESTINATION "${CMAKE_INSTALL_DATADIR}/stagehand/kubernetes"
         FILES_MATCHING PATTERN "*.yaml")
+# The alert rules (plain and as a PrometheusRule) and the Grafana dashboard.
+install(DIRECTORY deploy/monitoring/ DESTINATION "${CMAKE_INSTALL_DATADIR}/stagehand/monitoring"
+        FILES_MATCHING PATTERN "*.yaml" PATTERN "*.json")
 
 # --- CPack: Debian package --------------------------------------------------------------------
 set(CPACK_PACKAGE_NAME stagehand)

@@ -25,7 +25,10 @@ for f in ./usr/lib/systemd/system/stagehand.service ./etc/stagehand/config.yaml 
          ./usr/share/stagehand/kubernetes/csidriver.yaml \
          ./usr/share/stagehand/kubernetes/daemonset.yaml \
          ./usr/share/stagehand/kubernetes/example-pv.yaml \
-         ./usr/share/stagehand/kubernetes/kustomization.yaml; do
+         ./usr/share/stagehand/kubernetes/kustomization.yaml \
+         ./usr/share/stagehand/monitoring/stagehand.rules.yaml \
+         ./usr/share/stagehand/monitoring/prometheusrule.yaml \
+         ./usr/share/stagehand/monitoring/stagehand-dashboard.json; do
   grep -qE "^-rw-r--r-- $f\$" <<<"$contents" || bad "$f missing or not 0644"
 done
 grep -qE "^d[rwx-]{9} ./etc/stagehand/volumes.d/\$" <<<"$contents" || bad "/etc/stagehand/volumes.d missing"

@@ -361,6 +361,59 @@ std::string UnitValue(const std::vector<std::pair<std::string, std::string>>& se
   return "<unset>";
 }
 
+// deploy/monitoring: one set of alert rules in two shapes (a plain rules file and the Prometheus
+// Operator's PrometheusRule), each alert with what an operator needs to act.
+TEST(MonitoringTest, ThePrometheusRuleCarriesTheRulesFileGroups) {
+  const YAML::Node rules = YAML::LoadFile(SourcePath("deploy/monitoring/stagehand.rules.yaml"));
+  const YAML::Node rule = YAML::LoadFile(SourcePath("deploy/monitoring/prometheusrule.yaml"));
+  const YAML::Node namespace_doc =
+      FindObject(LoadAll("deploy/kubernetes/daemonset.yaml"), "Namespace");
+
+  EXPECT_EQ(rule["apiVersion"].as<std::string>(""), "monitoring.coreos.com/v1");
+  EXPECT_EQ(rule["kind"].as<std::string>(""), "PrometheusRule");
+  EXPECT_EQ(rule["metadata"]["namespace"].as<std::string>(""),
+            namespace_doc["metadata"]["name"].as<std::string>("?"));
+  EXPECT_EQ(YAML::Dump(rule["spec"]["groups"]), YAML::Dump(rules["groups"]))
+      << "change deploy/monitoring/prometheusrule.yaml with stagehand.rules.yaml";
+}
+
+TEST(MonitoringTest, EveryAlertHasASeverityASummaryAndADescription) {
+  const YAML::Node rules = YAML::LoadFile(SourcePath("deploy/monitoring/stagehand.rules.yaml"));
+  int alerts = 0;
+  for (const YAML::Node& group : rules["groups"]) {
+    for (const YAML::Node& r : group["rules"]) {
+      const std::string name = r["alert"].as<std::string>("");
+      ++alerts;
+      EXPECT_THAT((std::vector<std::string>{"critical", "warning", "info"}),
+                  Contains(r["labels"]["severity"].as<std::string>("")))
+          << name;
+      EXPECT_FALSE(r["annotations"]["summary"].as<std::string>("").empty()) << name;
+      EXPECT_FALSE(r["annotations"]["description"].as<std::string>("").empty()) << name;
+    }
+  }
+  EXPECT_GE(alerts, 6);
+}
+
+// Importable as it is: a uid, and every query through the dashboard's datasource variable (no
+// datasource uid of someone's Grafana).
+TEST(MonitoringTest, TheDashboardUsesItsOwnDatasourceVariable) {
+  const YAML::Node dashboard =
+      YAML::LoadFile(SourcePath("deploy/monitoring/stagehand-dashboard.json"));
+  EXPECT_FALSE(dashboard["uid"].as<std::string>("").empty());
+  EXPECT_EQ(
+      FindBy(dashboard["templating"]["list"], "name", "datasource")["type"].as<std::string>(""),
+      "datasource");
+  int queries = 0;
+  for (const YAML::Node& panel : dashboard["panels"]) {
+    for (const YAML::Node& target : panel["targets"]) {
+      ++queries;
+      EXPECT_EQ(target["datasource"]["uid"].as<std::string>(""), "${datasource}")
+          << panel["title"].as<std::string>("");
+    }
+  }
+  EXPECT_GE(queries, 20);
+}
+
 TEST(UnitFileTest, NotifiesWatchdogAndKeepsSessionsOnStop) {
   const auto settings = UnitSettings();
 

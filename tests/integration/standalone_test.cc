@@ -10,14 +10,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/strings/match.h>
+#include <absl/strings/str_replace.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -26,6 +32,7 @@
 #include "base/unique_fd.h"
 #include "proto/agent.grpc.pb.h"
 #include "tests/integration/node_test_base.h"
+#include "tests/integration/prometheus_server.h"
 
 namespace stagehand::testing {
 namespace {
@@ -317,66 +324,6 @@ TEST_F(StandaloneTest, ASecondDriverServesAVolumeFromTheSameAgent) {
   testbed::ForceCleanup(second_root);
 }
 
-int FreePort() {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (bind(fd.Get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd.Get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return 0;
-  }
-  return ntohs(address.sin_port);
-}
-
-// A real Prometheus server scraping the agent every second; killed when the test ends.
-class PrometheusServer {
- public:
-  PrometheusServer(const std::string& dir, int target_port) : port_(FreePort()) {
-    const std::string config = dir + "/prometheus.yml";
-    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                          << "scrape_configs:\n  - job_name: stagehand\n    static_configs:\n"
-                          << "      - targets: ['127.0.0.1:" << target_port << "']\n";
-    pid_ = fork();
-    if (pid_ == 0) {
-      const std::string log = dir + "/prometheus.log";
-      (void)!freopen(log.c_str(), "a", stderr);
-      execlp("prometheus", "prometheus", ("--config.file=" + config).c_str(),
-             ("--storage.tsdb.path=" + dir + "/tsdb").c_str(),
-             ("--web.listen-address=127.0.0.1:" + std::to_string(port_)).c_str(), nullptr);
-      _exit(127);
-    }
-  }
-
-  ~PrometheusServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  // `promtool query instant` until the result has a sample, or 60 s; returns promtool's output.
-  std::string QueryUntilPresent(const std::string& expr) const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    std::string out;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto r = RunProcess(
-          {"promtool", "query", "instant", "http://127.0.0.1:" + std::to_string(port_), expr},
-          RunOptions{std::chrono::seconds(10)});
-      out = r.ok() ? r->output : std::string(r.status().message());
-      if (r.ok() && r->exit_code == 0 && absl::StrContains(out, "=>")) {
-        return out;
-      }
-    }
-    return out;
-  }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
-
 // Kills the volume's session process (its keeper first: no successor) and returns the volume
 // once it shows a condition.
 class DeadDataPathTest : public StandaloneTest {
@@ -490,6 +437,117 @@ TEST_F(StandaloneTest, APrometheusServerScrapesTheStatsOfAPublishedVolume) {
 
   ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
   WaitVolumes(Gone("data"));
+  EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
+}
+
+// The expressions of the shipped dashboard (every "expr" in its JSON).
+std::vector<std::string> DashboardExpressions(const google::protobuf::Value& v) {
+  std::vector<std::string> out;
+  if (v.has_struct_value()) {
+    for (const auto& [key, field] : v.struct_value().fields()) {
+      if (key == "expr" && field.has_string_value()) {
+        out.push_back(field.string_value());
+      }
+      for (std::string& e : DashboardExpressions(field)) {
+        out.push_back(std::move(e));
+      }
+    }
+  } else if (v.has_list_value()) {
+    for (const auto& item : v.list_value().values()) {
+      for (std::string& e : DashboardExpressions(item)) {
+        out.push_back(std::move(e));
+      }
+    }
+  }
+  return out;
+}
+
+// Every stagehand_* name in `text`.
+std::set<std::string> MetricNames(const std::string& text) {
+  std::set<std::string> names;
+  for (size_t at = text.find("stagehand_"); at != std::string::npos;
+       at = text.find("stagehand_", at + 1)) {
+    if (at > 0 &&
+        (std::isalnum(static_cast<unsigned char>(text[at - 1])) != 0 || text[at - 1] == '_')) {
+      continue;
+    }
+    size_t end = at;
+    while (end < text.size() &&
+           (std::islower(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_')) {
+      ++end;
+    }
+    names.insert(text.substr(at, end - at));
+  }
+  return names;
+}
+
+class MonitoringTest : public StandaloneTest {
+ protected:
+  std::vector<std::string> DaemonFlags() const override { return {"--stats-period=1"}; }
+};
+
+// The shipped Grafana dashboard and alert rules (deploy/monitoring) query what a real agent
+// exports: with a published volume that was written to, a volume that fails to stage and a
+// stopped session (a health problem), a real Prometheus scraping the agent has a series of
+// every stagehand metric they name, and evaluates every dashboard query.
+TEST_F(MonitoringTest, TheDashboardAndTheAlertsQuerySeriesTheAgentExports) {
+  auto dashboard_json =
+      ReadFileToString(std::string(SH_SOURCE_DIR) + "/deploy/monitoring/stagehand-dashboard.json");
+  auto rules =
+      ReadFileToString(std::string(SH_SOURCE_DIR) + "/deploy/monitoring/stagehand.rules.yaml");
+  ASSERT_TRUE(dashboard_json.ok() && rules.ok());
+  google::protobuf::Value dashboard;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*dashboard_json, &dashboard).ok());
+  const std::vector<std::string> expressions = DashboardExpressions(dashboard);
+  ASSERT_GE(expressions.size(), 20U);
+  std::set<std::string> names = MetricNames(*rules);
+  for (const std::string& e : expressions) {
+    names.merge(MetricNames(e));
+  }
+
+  grpc::ClientContext context;
+  agentpb::AgentStatus status;
+  ASSERT_TRUE(agent_->GetStatus(&context, agentpb::GetStatusRequest(), &status).ok());
+  PrometheusServer prometheus(root_, status.metrics_port());
+  AddLun();
+  Declare("data.yaml", Manifest("data", {"app"}));
+  std::string broken = Manifest("broken", {"other"});
+  broken.replace(broken.find("lun: \"1\""), 8, "lun: \"7\"");  // No such LUN: stage fails.
+  Declare("broken.yaml", broken);
+  WaitVolumes(PhaseIs("data", "published"));
+  {
+    UniqueFd fd(open((root_ + "/app/written").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd.Valid());
+    const std::string mib(1 << 20, 'w');
+    EXPECT_EQ(write(fd.Get(), mib.data(), mib.size()), static_cast<ssize_t>(mib.size()));
+    EXPECT_EQ(fsync(fd.Get()), 0);
+  }
+  ASSERT_THAT(prometheus.QueryUntilPresent("stagehand_datapath_written_bytes_total >= 1048576"),
+              HasSubstr("=>"));
+  const std::vector<int> sessions = testbed::RunningSessionProcesses();
+  ASSERT_EQ(sessions.size(), 1U);
+  ASSERT_EQ(kill(sessions[0], SIGSTOP), 0);
+  absl::Cleanup resume = [&] { kill(sessions[0], SIGCONT); };
+  ASSERT_THAT(
+      prometheus.QueryUntilPresent("stagehand_volume_health_problem{reason=\"SessionStopped\"}"),
+      HasSubstr("=>"));
+
+  for (const std::string& name : names) {
+    EXPECT_THAT(prometheus.QueryUntilPresent("count(last_over_time(" + name + "[10m]))"),
+                HasSubstr("=>"))
+        << name << " is queried by deploy/monitoring but has no series";
+  }
+  for (std::string e : expressions) {
+    e = absl::StrReplaceAll(e, {{"$instance", ".*"}, {"$__rate_interval", "1m"}});
+    auto answer = prometheus.Query(e);
+    EXPECT_TRUE(answer.ok()) << e << ": " << answer.status();
+  }
+
+  std::move(resume).Invoke();
+  ASSERT_EQ(unlink((manifests_ + "/data.yaml").c_str()), 0);
+  ASSERT_EQ(unlink((manifests_ + "/broken.yaml").c_str()), 0);
+  WaitVolumes(Gone("data"));
+  WaitVolumes(Gone("broken"));
   EXPECT_THAT(testbed::Leftovers(root_), ::testing::IsEmpty());
 }
 
