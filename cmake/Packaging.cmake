@@ -17,7 +17,8 @@ install(DIRECTORY DESTINATION "${SH_CONFIG_DIR}/volumes.d")
 install(FILES packaging/example-volume.yaml DESTINATION "${CMAKE_INSTALL_DOCDIR}/examples")
 install(DIRECTORY deploy/kubernetes/ DESTINATION "${CMAKE_INSTALL_DATADIR}/stagehand/kubernetes"
         FILES_MATCHING PATTERN "*.yaml")
-# The alert rules (plain and as a PrometheusRule) and the Grafana dashboard.
+# The Helm chart, the alert rules (plain and as a PrometheusRule) and the Grafana dashboard.
+install(DIRECTORY deploy/helm/stagehand DESTINATION "${CMAKE_INSTALL_DATADIR}/stagehand/helm")
 install(DIRECTORY deploy/monitoring/ DESTINATION "${CMAKE_INSTALL_DATADIR}/stagehand/monitoring"
         FILES_MATCHING PATTERN "*.yaml" PATTERN "*.json")
 

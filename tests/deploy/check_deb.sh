@@ -28,7 +28,10 @@ for f in ./usr/lib/systemd/system/stagehand.service ./etc/stagehand/config.yaml 
          ./usr/share/stagehand/kubernetes/kustomization.yaml \
          ./usr/share/stagehand/monitoring/stagehand.rules.yaml \
          ./usr/share/stagehand/monitoring/prometheusrule.yaml \
-         ./usr/share/stagehand/monitoring/stagehand-dashboard.json; do
+         ./usr/share/stagehand/monitoring/stagehand-dashboard.json \
+         ./usr/share/stagehand/helm/stagehand/Chart.yaml \
+         ./usr/share/stagehand/helm/stagehand/values.yaml \
+         ./usr/share/stagehand/helm/stagehand/templates/daemonset.yaml; do
   grep -qE "^-rw-r--r-- $f\$" <<<"$contents" || bad "$f missing or not 0644"
 done
 grep -qE "^d[rwx-]{9} ./etc/stagehand/volumes.d/\$" <<<"$contents" || bad "/etc/stagehand/volumes.d missing"

@@ -7,6 +7,9 @@
 #   tests/e2e/e2e_test.sh IMAGE_ARCHIVE --oldest   the oldest Kubernetes we support
 #                                                  (tests/e2e/build-cluster --oldest first)
 #   tests/e2e/e2e_test.sh IMAGE_ARCHIVE vX.Y.Z     another release (build-cluster vX.Y.Z first)
+#   ... --helm    installs stagehand with its Helm chart (deploy/helm/stagehand; helm from
+#                 scripts/install-test-tools) instead of kustomize, and changes the image with
+#                 `helm upgrade`
 #
 # Checks, in order: the kubelet registers our driver (CSINode, node id); the example
 # Secret/PV/PVC/Pod stages, publishes and takes writes; deleting the pod unpublishes and
@@ -28,22 +31,34 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 if [[ ${1:-} != --inside ]]; then
-  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z]}
+  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z] [--helm]}
   [[ $(id -u) -eq 0 ]] || { echo "e2e: needs root" >&2; exit 1; }
-  case ${2:-} in
+  usage="usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z] [--helm]"
+  export E2E_INSTALL=kustomize
+  release=
+  for arg in "${@:2}"; do
+    case $arg in
+      --helm) E2E_INSTALL=helm ;;
+      --oldest | v1.*) release=$arg ;;
+      *) echo "$usage" >&2; exit 2 ;;
+    esac
+  done
+  export HELM_BIN=${STAGEHAND_TEST_TOOLS:-$HOME/.cache/stagehand-tools}/bin/helm
+  [[ $E2E_INSTALL != helm || -x $HELM_BIN ]] ||
+    { echo "e2e: no $HELM_BIN: run scripts/install-test-tools" >&2; exit 1; }
+  case $release in
     '') kube_version=$(sed -n 's/^KUBE_VERSION=//p' "$here/build-cluster") ;;
     --oldest) kube_version=$(sed -n 's/^OLDEST_KUBE_VERSION=//p' "$here/build-cluster") ;;
-    v1.*) kube_version=$2 ;;
-    *) echo "usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z]" >&2; exit 2 ;;
+    *) kube_version=$release ;;
   esac
   export KUBE_BIN=${STAGEHAND_TEST_TOOLS:-$HOME/.cache/stagehand-tools}/kube-$kube_version/bin
   [[ -x $KUBE_BIN/kubelet ]] ||
-    { echo "e2e: no $KUBE_BIN/kubelet: run tests/e2e/build-cluster ${2:-}" >&2; exit 1; }
+    { echo "e2e: no $KUBE_BIN/kubelet: run tests/e2e/build-cluster $release" >&2; exit 1; }
   KUBE_MINOR=$(echo "$kube_version" | cut -d. -f2)
   export KUBE_MINOR
   # 1.37 brought the kubelet's calls of NodeGetVolumeHealth and NodeGetStorageHealth (alpha).
   if ((KUBE_MINOR >= 37)); then export KUBE_FEATURE_GATES=CSIVolumeHealth=true; fi
-  echo "e2e: Kubernetes $kube_version${KUBE_FEATURE_GATES:+ with $KUBE_FEATURE_GATES}" >&2
+  echo "e2e: Kubernetes $kube_version${KUBE_FEATURE_GATES:+ with $KUBE_FEATURE_GATES}, stagehand through $E2E_INSTALL" >&2
   E2E_WORK=$(mktemp -d /tmp/sh-e2e.XXXXXX)
   export E2E_WORK
   mkdir -p "$E2E_WORK/images" "$E2E_WORK/layers"
@@ -152,16 +167,26 @@ t0=$SECONDS
 cluster_up
 start_tgtd
 
-# --- the DaemonSet, as shipped.
+# --- the DaemonSet, as shipped: the kustomize base, or the Helm chart with its defaults.
+helm_e2e() {
+  HELM_CACHE_HOME=$E2E_WORK/helm/cache HELM_CONFIG_HOME=$E2E_WORK/helm/config \
+    HELM_DATA_HOME=$E2E_WORK/helm/data \
+    "$HELM_BIN" --kubeconfig "$E2E_WORK/pki/admin.kubeconfig" "$@"
+}
 t=$SECONDS
-kc apply -k "$repo/deploy/kubernetes" >/dev/null
+if [[ $E2E_INSTALL == helm ]]; then
+  helm_e2e install stagehand "$repo/deploy/helm/stagehand" --namespace stagehand-system \
+    --create-namespace >/dev/null || die "helm install"
+else
+  kc apply -k "$repo/deploy/kubernetes" >/dev/null
+fi
 kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
   die "the DaemonSet did not become ready"
 csinode_driver() {
   [[ $(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].nodeID}') == "$NODE_NAME" ]]
 }
 wait_for 60 "CSINode $NODE_NAME lists iscsi.stagehand.dev with node id $NODE_NAME" csinode_driver
-log "ok: DaemonSet ready and registered with the kubelet in $((SECONDS - t)) s"
+log "ok: DaemonSet ($E2E_INSTALL) ready and registered with the kubelet in $((SECONDS - t)) s"
 # NodeGetInfo's max_volumes_per_node: what the node's memory lets it hold (16 MiB a session).
 allocatable=$(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].allocatable.count}') ||
   die "read the CSINode's allocatable count"
@@ -298,7 +323,14 @@ log "ok: session SIGKILL under the writer: pid $pid_before -> $(session_pid), no
 # session process in place: no failed write, the same mounts, the new build serving.
 next_build=$(cat "$E2E_WORK/next-build")
 mounts_before_upgrade=$(mount_count)
-kc -n stagehand-system set image ds/stagehand-node stagehand=localhost/stagehand:e2e-next >/dev/null
+if [[ $E2E_INSTALL == helm ]]; then
+  helm_e2e upgrade stagehand "$repo/deploy/helm/stagehand" --namespace stagehand-system \
+    --reuse-values --set image.tag=e2e-next >/dev/null || die "helm upgrade"
+  [[ $(helm_e2e status stagehand --namespace stagehand-system -o json) == *'"version":2'* ]] ||
+    die "helm does not show the upgrade as the release's revision 2"
+else
+  kc -n stagehand-system set image ds/stagehand-node stagehand=localhost/stagehand:e2e-next >/dev/null
+fi
 kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
   die "the rollout of the next image did not finish"
 upgraded() { grep -qa "$next_build" /run/stagehand/sessions/*/status; }
