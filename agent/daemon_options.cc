@@ -40,6 +40,11 @@ absl::StatusOr<DaemonOptions> ResolveDaemonOptions(DaemonOptions options,
     options.node_id = std::string(host_name);
   }
   SH_RETURN_IF_ERROR(ValidateNodeId(options.node_id, kubernetes));
+  SH_RETURN_IF_ERROR(status::ValidateMetricsTls(options.metrics_tls));
+  if (options.metrics_tls.enabled() && options.metrics_address.empty()) {
+    return absl::InvalidArgumentError(
+        "--metrics-tls-cert is set but --metrics-address is empty (metrics off)");
+  }
   if (kubernetes) {
     SH_RETURN_IF_ERROR(CheckCleanAbsolute("--kubelet-dir", options.kubelet_dir));
     options.watch_plugins = false;  // The kubelet is the watcher.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "status/metrics_tls.h"
 
 namespace stagehand::agent {
 
@@ -40,6 +41,8 @@ struct DaemonOptions {
   // /metrics, /healthz, /readyz; empty = off. Not 9808: that is csi-livenessprobe's default,
   // and with hostNetwork other drivers' probes on the node hold it.
   std::string metrics_address = "127.0.0.1:29780";
+  // HTTPS for it, and the CA of the clients that may read /metrics (status/metrics_tls.h).
+  status::MetricsTls metrics_tls;
   std::chrono::milliseconds stats_period{std::chrono::seconds(60)};
   // Standalone: between NodeGetVolumeHealth rounds over the staged volumes of drivers that answer
   // it (conditions within seconds, without the stats' filesystem calls); 0: off (the stats

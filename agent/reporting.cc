@@ -43,11 +43,16 @@ absl::StatusOr<std::unique_ptr<Reporting>> Reporting::Start(const DaemonOptions&
                                               options.metrics_address, std::move(parts.metrics),
                                               {[health] { return health->Live(); },
                                                [health] { return health->Ready(); },
-                                               [health] { return health->VolumeProblems(); }}));
+                                               [health] { return health->VolumeProblems(); }},
+                                              options.metrics_tls));
   r->agent_service_->set_metrics_port(r->metrics_server_->port());
   Log(kComponent)
-      .info("metrics on {} port {} (/metrics, /healthz, /readyz)", options.metrics_address,
-            r->metrics_server_->port());
+      .info("metrics on {} port {} (/metrics, /healthz, /readyz){}", options.metrics_address,
+            r->metrics_server_->port(),
+            !options.metrics_tls.enabled()               ? ""
+            : options.metrics_tls.client_ca_file.empty() ? " over TLS"
+                                                         : " over TLS, /metrics for clients "
+                                                           "of the client CA");
   return r;
 }
 

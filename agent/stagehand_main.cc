@@ -69,6 +69,21 @@ void AddLayoutFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f)
                  "Unix socket of the agent API (default <runtime-dir>/agent.sock)");
 }
 
+// The metrics endpoint.
+void AddMetricsFlags(CLI::App& app, stagehand::agent::DaemonOptions& o) {
+  app.add_option("--metrics-address", o.metrics_address,
+                 "host:port serving /metrics, /healthz and /readyz (empty: off)")
+      ->capture_default_str();
+  app.add_option("--metrics-tls-cert", o.metrics_tls.cert_file,
+                 "PEM certificate (chain) of the metrics endpoint: serve HTTPS only (with "
+                 "--metrics-tls-key)");
+  app.add_option("--metrics-tls-key", o.metrics_tls.key_file,
+                 "PEM private key of --metrics-tls-cert");
+  app.add_option("--metrics-client-ca", o.metrics_tls.client_ca_file,
+                 "PEM CA: /metrics answers only clients with a certificate it signed (the probes "
+                 "answer anyone)");
+}
+
 // Timing, limits, the data path and identity.
 void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags& f) {
   app.add_option("--csi-timeout", f.csi_timeout_seconds,
@@ -80,9 +95,7 @@ void AddBehaviourFlags(CLI::App& app, stagehand::agent::DaemonOptions& o, Flags&
                  "Operations on different volumes that may run at once")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  app.add_option("--metrics-address", o.metrics_address,
-                 "host:port serving /metrics, /healthz and /readyz (empty: off)")
-      ->capture_default_str();
+  AddMetricsFlags(app, o);
   app.add_option("--stats-period", f.stats_seconds,
                  "Seconds between NodeGetVolumeStats rounds over the published volumes (metrics)")
       ->check(CLI::Range(1.0, 86400.0))

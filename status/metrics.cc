@@ -111,6 +111,15 @@ class ReadinessCollectable final : public prometheus::Collectable {
 
 std::atomic<const MetricsServer*> g_server{nullptr};
 
+void Answer(mg_connection* conn, int code, const std::string& text) {
+  const char* reason = code == 200 ? "OK" : code == 403 ? "Forbidden" : "Service Unavailable";
+  const std::string body = text + "\n";
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
+            "%zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
+            code, reason, body.size(), body.c_str());
+}
+
 int BeginRequest(mg_connection* conn) {
   const MetricsServer* server = g_server.load();
   const mg_request_info* info = mg_get_request_info(conn);
@@ -118,16 +127,17 @@ int BeginRequest(mg_connection* conn) {
     return 0;
   }
   auto answer = server->Probe(info->local_uri);
-  if (!answer) {
-    return 0;  // /metrics and everything else: the exposer.
+  if (answer) {
+    Answer(conn, answer->first, answer->second);
+    return answer->first;
   }
-  const std::string body = answer->second + "\n";
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "
-            "%zu\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n%s",
-            answer->first, answer->first == 200 ? "OK" : "Service Unavailable", body.size(),
-            body.c_str());
-  return answer->first;
+  // /metrics and everything else: the exposer, for a verified client where one is required
+  // (a certificate that does not verify against the CA already failed the handshake).
+  if (server->client_cert_required() && info->client_cert == nullptr) {
+    Answer(conn, 403, "a client certificate signed by the agent's --metrics-client-ca is required");
+    return 403;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -361,19 +371,23 @@ std::string ListeningAddress(const std::string& address) {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
-    Probes probes) {
+    Probes probes, const MetricsTls& tls) {
+  SH_RETURN_IF_ERROR(ValidateMetricsTls(tls));
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->probes_ = std::move(probes);
+  server->client_cert_required_ = !tls.client_ca_file.empty();
+  SH_ASSIGN_OR_RETURN(std::vector<std::string> options,
+                      CivetOptions(ListeningAddress(address), tls, server->tls_pem_));
   static CivetCallbacks callbacks{};
   callbacks.begin_request = &BeginRequest;
   try {
-    // One worker: a scrape and the probes take milliseconds, and a request that hangs on a
-    // stuck reconciler lock would hang every other one too (each reads the reconciler).
-    server->exposer_ =
-        std::make_unique<prometheus::Exposer>(ListeningAddress(address), 1, &callbacks);
+    server->exposer_ = std::make_unique<prometheus::Exposer>(std::move(options), &callbacks);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on '", address, "': ", e.what()));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on '", address, "': ", e.what(),
+        tls.enabled() ? " (with TLS, civetweb loads OpenSSL as libssl.so and libcrypto.so, which "
+                        "Debian's libssl-dev provides; its log says more)"
+                      : ""));
   }
   sources.push_back(std::make_shared<ReadinessCollectable>(server->probes_.ready));
   for (auto& source : sources) {

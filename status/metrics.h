@@ -32,7 +32,9 @@
 
 #include "base/mutex.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "csiclient/reconciler_client.h"
+#include "status/metrics_tls.h"
 #include "transport/transport.h"
 
 namespace prometheus {
@@ -122,9 +124,11 @@ class MetricsServer {
   };
 
   // `address` is host:port ("127.0.0.1:29780", "[::1]:29780", "::1:29780", "0.0.0.0:29780").
+  // With `tls` enabled it serves HTTPS only; with a client CA, /metrics answers 403 to a client
+  // without a certificate (the probes answer anyone).
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> sources,
-      Probes probes);
+      Probes probes, const MetricsTls& tls = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -135,10 +139,15 @@ class MetricsServer {
   // Answers a probe path; nullopt for other paths. Exposed for tests.
   std::optional<std::pair<int, std::string>> Probe(std::string_view path) const;
 
+  // Whether /metrics needs a verified client certificate.
+  bool client_cert_required() const { return client_cert_required_; }
+
  private:
   MetricsServer() = default;
 
   Probes probes_;
+  bool client_cert_required_ = false;  // For /metrics.
+  UniqueFd tls_pem_;                   // The certificate and key civetweb reads (metrics_tls.h).
   std::vector<std::shared_ptr<prometheus::Collectable>> sources_;  // The exposer holds weak_ptrs.
   std::unique_ptr<prometheus::Exposer> exposer_;
 };

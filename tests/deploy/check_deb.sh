@@ -20,6 +20,10 @@ contents=$(dpkg-deb -c "$deb" | awk '{print $1, $NF}')
 for f in ./usr/bin/stagehand ./usr/bin/stagehandctl ./usr/bin/stagehand-session; do
   grep -qE "^-rwxr-xr-x $f\$" <<<"$contents" || bad "$f missing or not 0755"
 done
+# The OpenSSL libraries civetweb's TLS loads (status/libssl_shim.cc).
+for f in ./usr/lib/stagehand/libstagehand-ssl.so ./usr/lib/stagehand/libstagehand-crypto.so; do
+  grep -qE "^-rw-r--r-- $f\$" <<<"$contents" || bad "$f missing or not 0644"
+done
 for f in ./usr/lib/systemd/system/stagehand.service ./etc/stagehand/config.yaml \
          ./usr/share/doc/stagehand/examples/example-volume.yaml \
          ./usr/share/stagehand/kubernetes/csidriver.yaml \

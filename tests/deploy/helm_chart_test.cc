@@ -220,6 +220,16 @@ TEST(HelmChartTest, MetricsTurnedOffTakeTheProbesAndThePortWithThem) {
   EXPECT_FALSE(container["ports"]);
 }
 
+// A client CA without a server certificate is refused at render time, not by a crashing pod.
+TEST(HelmChartTest, AClientCaWithoutTlsIsRefused) {
+  auto r = RunProcess({HelmBinary(), "template", "stagehand", SourcePath("deploy/helm/stagehand"),
+                       "--set", "metrics.tls.clientCASecretName=ca"},
+                      RunOptions{std::chrono::seconds(60)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->exit_code, 0);
+  EXPECT_THAT(r->output, ::testing::HasSubstr("needs metrics.tls.secretName"));
+}
+
 // Another release name gives other object names (two releases may share a cluster).
 TEST(HelmChartTest, AnotherReleaseNamesItsObjectsAfterItself) {
   const std::map<std::string, YAML::Node> chart = Objects(

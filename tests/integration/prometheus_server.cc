@@ -35,11 +35,21 @@ int FreePort() {
 
 }  // namespace
 
-PrometheusServer::PrometheusServer(const std::string& dir, int target_port) : port_(FreePort()) {
+PrometheusServer::PrometheusServer(const std::string& dir, int target_port,
+                                   const std::optional<Tls>& tls)
+    : port_(FreePort()) {
   const std::string config = dir + "/prometheus.yml";
-  std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                        << "scrape_configs:\n  - job_name: stagehand\n    static_configs:\n"
-                        << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+  std::ofstream out(config);
+  out << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+      << "scrape_configs:\n  - job_name: stagehand\n    static_configs:\n"
+      << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+  if (tls) {
+    out << "    scheme: https\n    tls_config:\n      ca_file: " << tls->ca_file << "\n";
+    if (!tls->cert_file.empty()) {
+      out << "      cert_file: " << tls->cert_file << "\n      key_file: " << tls->key_file << "\n";
+    }
+  }
+  out.close();
   pid_ = fork();
   if (pid_ == 0) {
     const std::string log = dir + "/prometheus.log";

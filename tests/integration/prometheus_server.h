@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -13,9 +14,16 @@ namespace stagehand::testing {
 
 class PrometheusServer {
  public:
-  // Scrapes 127.0.0.1:`target_port` as job "stagehand"; its files go to `dir`. Killed when
-  // destroyed.
-  PrometheusServer(const std::string& dir, int target_port);
+  // Scraping over HTTPS, with a client certificate where `cert_file` is set.
+  struct Tls {
+    std::string ca_file;
+    std::string cert_file;
+    std::string key_file;
+  };
+
+  // Scrapes 127.0.0.1:`target_port` as job "stagehand" (over HTTPS with `tls`); its files go
+  // to `dir`. Killed when destroyed.
+  PrometheusServer(const std::string& dir, int target_port, const std::optional<Tls>& tls = {});
   ~PrometheusServer();
   PrometheusServer(const PrometheusServer&) = delete;
   PrometheusServer& operator=(const PrometheusServer&) = delete;
