@@ -4,10 +4,14 @@
 // that died registers a ring of its own and serves new I/O.
 
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <optional>
 #include <string>
@@ -19,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "base/unique_fd.h"
 #include "proto/state.pb.h"
 #include "session/counters_file.h"
 #include "session/protocol.h"
@@ -102,12 +107,25 @@ TEST_F(FuseRingTest, AVolumeServedThroughTheRingKeepsItsDataAcrossAKilledSession
   EXPECT_GT(counters->write_ops, 0u);
   EXPECT_GT(counters->read_ops, 0u) << "read back from the LUN, through the ring";
 
-  // Killed with nothing in flight: the successor registers a ring of its own and serves.
+  // Killed with nothing in flight: the successor registers a ring of its own and serves. The
+  // filesystem is frozen first (FIFREEZE writes everything back, waits for it and holds back
+  // the journal's commits): a commit that happened to sit in the ring at the kill would never
+  // be resent, and the test's next fsync would wait for it for good (the next test is about
+  // that case).
+  UniqueFd mounted(open(target.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(mounted.Valid());
+  ASSERT_EQ(ioctl(mounted.Get(), FIFREEZE, 0), 0) << strerror(errno);
+  // Thawed, and the descriptor closed (an open directory keeps the unmount busy).
+  absl::Cleanup thaw = [&] {
+    (void)ioctl(mounted.Get(), FITHAW, 0);
+    mounted.Reset();
+  };
   const int pid = before->pid();
   kill(pid, SIGKILL);
   ASSERT_TRUE(WaitForStatus([pid](const SessionStatus& s) {
     return s.pid() != pid && s.took_over() && s.state() == SessionStatus::UP;
   }));
+  std::move(thaw).Invoke();
   EXPECT_EQ(SessionNow()->fuse_mode(), "io_uring");
   EXPECT_EQ(ReadFileToString(target + "/a").value_or(""), data);
   EXPECT_EQ(WriteAndReadBack(target + "/b", data), data);
