@@ -54,19 +54,27 @@ uint64_t ProcessStartTime(int pid) {
 }
 
 std::optional<double> StartTimeAsUnixSeconds(uint64_t start_time) {
+  // The boot time, read once: /proc/stat is long on a big host, and a value read once does not
+  // move when the clock is stepped (a moved start time would look like a restart).
+  static const std::optional<uint64_t> kBootTime = []() -> std::optional<uint64_t> {
+    auto stat = ReadFileToString("/proc/stat");
+    if (!stat.ok()) {
+      return std::nullopt;
+    }
+    for (absl::string_view line : absl::StrSplit(*stat, '\n')) {
+      uint64_t boot = 0;
+      if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtoi(line, &boot)) {
+        return boot;
+      }
+    }
+    return std::nullopt;
+  }();
   const long ticks_per_second = sysconf(_SC_CLK_TCK);
-  auto stat = ReadFileToString("/proc/stat");
-  if (start_time == 0 || ticks_per_second <= 0 || !stat.ok()) {
+  if (start_time == 0 || ticks_per_second <= 0 || !kBootTime) {
     return std::nullopt;
   }
-  for (absl::string_view line : absl::StrSplit(*stat, '\n')) {
-    uint64_t boot = 0;
-    if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtoi(line, &boot)) {
-      return static_cast<double>(boot) +
-             static_cast<double>(start_time) / static_cast<double>(ticks_per_second);
-    }
-  }
-  return std::nullopt;
+  return static_cast<double>(*kBootTime) +
+         static_cast<double>(start_time) / static_cast<double>(ticks_per_second);
 }
 
 char ProcessState(int pid) {

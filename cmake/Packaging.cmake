@@ -62,7 +62,7 @@ else()
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
       "${_sh_tools}, libiscsi7, libgrpc++1.51, libgrpc29, libprotobuf32, \
 libabsl20220623, libyaml-cpp0.7, libspdlog1.10, libfmt9, libmount1, libblkid1, libsystemd0, libsdbus-c++1, \
-libprometheus-cpp-pull1.0, libprometheus-cpp-core1.0, libcivetweb1, libstdc++6, libgcc-s1, libc6")
+libprometheus-cpp-pull1.0, libprometheus-cpp-core1.0, libcivetweb1, libssl3, libstdc++6, libgcc-s1, libc6")
 endif()
 # open-iscsi and multipath-tools: the kernel transport (the userspace one needs neither).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd, open-iscsi")

@@ -123,7 +123,12 @@ void Answer(mg_connection* conn, int code, const std::string& text) {
 int BeginRequest(mg_connection* conn) {
   const MetricsServer* server = g_server.load();
   const mg_request_info* info = mg_get_request_info(conn);
-  if (server == nullptr || info == nullptr || info->local_uri == nullptr) {
+  if (server == nullptr) {
+    // Starting or stopping: answer nothing rather than /metrics without the client check.
+    Answer(conn, 503, "starting or stopping");
+    return 503;
+  }
+  if (info == nullptr || info->local_uri == nullptr) {
     return 0;
   }
   auto answer = server->Probe(info->local_uri);
@@ -376,17 +381,19 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->probes_ = std::move(probes);
   server->client_cert_required_ = !tls.client_ca_file.empty();
-  SH_ASSIGN_OR_RETURN(std::vector<std::string> options,
-                      CivetOptions(ListeningAddress(address), tls, server->tls_pem_));
+  SH_ASSIGN_OR_RETURN(CivetConfig civet, CivetOptions(ListeningAddress(address), tls));
+  server->tls_pem_ = std::move(civet.pem);
   static CivetCallbacks callbacks{};
   callbacks.begin_request = &BeginRequest;
+  // Set before the first request can come: a request is never answered without the checks.
+  g_server = server.get();
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(std::move(options), &callbacks);
+    server->exposer_ = std::make_unique<prometheus::Exposer>(std::move(civet.options), &callbacks);
   } catch (const std::exception& e) {
+    g_server = nullptr;
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on '", address, "': ", e.what(),
-        tls.enabled() ? " (with TLS, civetweb loads OpenSSL as libssl.so and libcrypto.so, which "
-                        "Debian's libssl-dev provides; its log says more)"
+        tls.enabled() ? " (with TLS the certificate and key must match; civetweb's log says more)"
                       : ""));
   }
   sources.push_back(std::make_shared<ReadinessCollectable>(server->probes_.ready));
@@ -394,13 +401,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     server->exposer_->RegisterCollectable(source);
   }
   server->sources_ = std::move(sources);
-  g_server = server.get();
   return server;
 }
 
 MetricsServer::~MetricsServer() {
+  exposer_.reset();  // No request is served after this.
   g_server = nullptr;
-  exposer_.reset();
 }
 
 int MetricsServer::port() const {

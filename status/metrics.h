@@ -147,7 +147,7 @@ class MetricsServer {
 
   Probes probes_;
   bool client_cert_required_ = false;  // For /metrics.
-  UniqueFd tls_pem_;                   // The certificate and key civetweb reads (metrics_tls.h).
+  UniqueFd tls_pem_;                   // The certificate and key civetweb reads (CivetConfig).
   std::vector<std::shared_ptr<prometheus::Collectable>> sources_;  // The exposer holds weak_ptrs.
   std::unique_ptr<prometheus::Exposer> exposer_;
 };

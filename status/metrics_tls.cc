@@ -67,31 +67,41 @@ absl::Status ValidateMetricsTls(const MetricsTls& tls) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> CivetOptions(const std::string& address,
-                                                      const MetricsTls& tls, UniqueFd& pem) {
+std::vector<std::string> TlsCivetOptions(const std::string& address, const MetricsTls& tls,
+                                         int pem) {
   // One worker: a scrape and the probes take milliseconds, and a request that hangs on a stuck
   // reconciler lock would hang every other one too (each reads the reconciler).
-  std::vector<std::string> options = {"num_threads", "1"};
+  std::vector<std::string> options = {"num_threads", "1", "request_timeout_ms", "10000"};
   if (!tls.enabled()) {
     options.insert(options.end(), {"listening_ports", address});
     return options;
   }
-  SH_ASSIGN_OR_RETURN(std::string key, ReadPem("--metrics-tls-key", tls.key_file));
-  SH_ASSIGN_OR_RETURN(std::string cert, ReadPem("--metrics-tls-cert", tls.cert_file));
-  if (!tls.client_ca_file.empty()) {
-    SH_RETURN_IF_ERROR(ReadPem("--metrics-client-ca", tls.client_ca_file).status());
-  }
-  SH_RETURN_IF_ERROR(LoadOpenSslForCivetweb());
-  SH_ASSIGN_OR_RETURN(pem, SealedMemoryFile("stagehand-metrics-tls", key + cert));
   options.insert(options.end(), {"listening_ports", address + "s", "ssl_certificate",
-                                 absl::StrCat("/proc/self/fd/", pem.Get()),
+                                 absl::StrCat("/proc/self/fd/", pem),
                                  // civetweb's 4: TLS 1.2 and newer.
                                  "ssl_protocol_version", "4"});
   if (!tls.client_ca_file.empty()) {
-    options.insert(options.end(),
-                   {"ssl_ca_file", tls.client_ca_file, "ssl_verify_peer", "optional"});
+    // Without "no", civetweb also trusts every CA of the system's store for client
+    // certificates: anyone with a publicly issued client certificate would read /metrics.
+    options.insert(options.end(), {"ssl_ca_file", tls.client_ca_file, "ssl_verify_peer", "optional",
+                                   "ssl_default_verify_paths", "no"});
   }
   return options;
+}
+
+absl::StatusOr<CivetConfig> CivetOptions(const std::string& address, const MetricsTls& tls) {
+  CivetConfig config;
+  if (tls.enabled()) {
+    SH_ASSIGN_OR_RETURN(std::string key, ReadPem("--metrics-tls-key", tls.key_file));
+    SH_ASSIGN_OR_RETURN(std::string cert, ReadPem("--metrics-tls-cert", tls.cert_file));
+    if (!tls.client_ca_file.empty()) {
+      SH_RETURN_IF_ERROR(ReadPem("--metrics-client-ca", tls.client_ca_file).status());
+    }
+    SH_RETURN_IF_ERROR(LoadOpenSslForCivetweb());
+    SH_ASSIGN_OR_RETURN(config.pem, SealedMemoryFile("stagehand-metrics-tls", key + cert));
+  }
+  config.options = TlsCivetOptions(address, tls, config.pem.Get());
+  return config;
 }
 
 }  // namespace stagehand::status

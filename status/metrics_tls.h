@@ -25,14 +25,27 @@ struct MetricsTls {
 // key (both or neither), a client CA only with them. Reads no file.
 absl::Status ValidateMetricsTls(const MetricsTls& tls);
 
-// What civetweb is started with to serve `address` ("host:port", as ListeningAddress gives
-// it): one worker, and with TLS the port marked for TLS 1.2 and newer, the certificate and key
-// in one PEM (civetweb reads them from one file) held in `pem`, a sealed memory file that must
-// outlive the server (no copy of the key on disk), and the client CA with verification
-// optional (a presented certificate must verify; whether one is needed is decided per path).
+// What civetweb is started with: its options, and with TLS the memory file they name.
+struct CivetConfig {
+  std::vector<std::string> options;
+  // The certificate and key in one PEM (civetweb reads them from one file): a sealed memory
+  // file, named in `options` as /proc/self/fd/N, that must stay open while the server runs (no
+  // copy of the key on disk). Invalid without TLS.
+  UniqueFd pem;
+};
+
+// How civetweb serves `address` ("host:port", as ListeningAddress gives it): one worker, a
+// request timeout of 10 s (a client that stalls holds the only worker no longer), and with TLS
+// the port marked for TLS 1.2 and newer, and with a client CA that CA alone (not the system's
+// trust store) for client certificates, verification optional (a presented certificate must
+// verify; whether one is needed is decided per path).
 // InvalidArgument when a file cannot be read or holds no PEM block; then loads OpenSSL for
 // civetweb (libssl_shim.cc says why and how): FailedPrecondition when it cannot.
-absl::StatusOr<std::vector<std::string>> CivetOptions(const std::string& address,
-                                                      const MetricsTls& tls, UniqueFd& pem);
+absl::StatusOr<CivetConfig> CivetOptions(const std::string& address, const MetricsTls& tls);
+
+// The options of CivetOptions for `tls` (enabled) with the certificate and key in descriptor
+// `pem`: no file read, nothing loaded. Exposed for tests.
+std::vector<std::string> TlsCivetOptions(const std::string& address, const MetricsTls& tls,
+                                         int pem);
 
 }  // namespace stagehand::status

@@ -207,7 +207,8 @@ TEST(HelmChartTest, EveryValueShowsInTheObjects) {
 }
 
 TEST(HelmChartTest, MetricsTurnedOffTakeTheProbesAndThePortWithThem) {
-  const std::map<std::string, YAML::Node> chart = Render({"--set", "metrics.enabled=false"});
+  const std::map<std::string, YAML::Node> chart =
+      Render({"--set", "metrics.enabled=false", "--set", "metrics.tls.secretName=tls"});
   const YAML::Node container =
       chart.at("DaemonSet/stagehand-node")["spec"]["template"]["spec"]["containers"][0];
   std::vector<std::string> args;
@@ -218,6 +219,10 @@ TEST(HelmChartTest, MetricsTurnedOffTakeTheProbesAndThePortWithThem) {
   EXPECT_FALSE(container["livenessProbe"]);
   EXPECT_FALSE(container["readinessProbe"]);
   EXPECT_FALSE(container["ports"]);
+  for (const YAML::Node& v :
+       chart.at("DaemonSet/stagehand-node")["spec"]["template"]["spec"]["volumes"]) {
+    EXPECT_FALSE(v["secret"]) << "a Secret mounted for metrics that are off";
+  }
 }
 
 // A client CA without a server certificate is refused at render time, not by a crashing pod.
