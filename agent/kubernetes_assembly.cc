@@ -27,6 +27,7 @@ class KubernetesAssembly final : public Assembly {
     BuiltinDriver* driver = driver_.get();
     collectable_ = std::make_shared<status::AgentCollectable>(
         nullptr, nullptr, [driver] { return driver->transports().Sessions(); });
+    collectable_->SetReservationSource([driver] { return driver->node().ReservationTallies(); });
     collectable_->SetVolumeHealthSource([driver, name = options.driver_name] {
       return status::DriverVolumeHealth(driver->node(), name);
     });

@@ -175,6 +175,7 @@ class StandaloneAssembly final : public Assembly {
     BuiltinDriver* driver = driver_.get();
     collectable_ = std::make_shared<status::AgentCollectable>(
         reconciler_.get(), &registry_, [driver] { return driver->transports().Sessions(); });
+    collectable_->SetReservationSource([driver] { return driver->node().ReservationTallies(); });
     status::StatsCollector::Options stats_options;
     stats_options.period = options.stats_period;
     stats_options.health_period = options.health_period;

@@ -82,6 +82,12 @@ class NodeService final : public csi::v1::Node::Service {
     return store_.List(errors);
   }
 
+  // Per volume, the stages that other nodes' reservations refused and those that took a dead
+  // node's over, since the agent started: every single-node volume staged here (at zero until
+  // something is counted, so that a rate has a sample before its first event) and every volume
+  // with a count. Reads the records (no I/O to the LUNs). node_stats.cc.
+  std::vector<ReservationTally> ReservationTallies() const;
+
   // What serves `volume`'s data path now (for the agent API).
   transport::SessionDescription DescribeSession(const StagedVolume& volume) const {
     return deps_.transport.Describe(volume.session);

@@ -1,10 +1,13 @@
-// NodeService::Stats: NodeGetVolumeStats, usage and the volume condition.
+// NodeService::Stats: NodeGetVolumeStats, usage and the volume condition; and the counts of
+// other nodes' reservations met (ReservationTallies).
 
 #include <algorithm>
+#include <map>
 
 #include <absl/strings/str_cat.h>
 #include <absl/strings/str_join.h>
 
+#include "driver/csi_validation.h"
 #include "driver/node_service.h"
 #include "driver/target_path.h"
 #include "mounter/volume_stats.h"
@@ -88,6 +91,24 @@ absl::Status NodeService::Stats(const csi::v1::NodeGetVolumeStatsRequest& req,
   cond->set_abnormal(!problems.empty());
   cond->set_message(problems.empty() ? "volume is healthy" : absl::StrJoin(problems, "; "));
   return absl::OkStatus();
+}
+
+std::vector<ReservationTally> NodeService::ReservationTallies() const {
+  std::map<std::string, ReservationTally> by_id;
+  for (const StagedVolume& volume : store_.List()) {
+    if (IsSingleNode(volume.capability.access_mode)) {
+      by_id[volume.volume_id].volume_id = volume.volume_id;
+    }
+  }
+  for (ReservationTally& tally : stager_.ReservationTallies()) {
+    by_id[tally.volume_id] = std::move(tally);
+  }
+  std::vector<ReservationTally> out;
+  out.reserve(by_id.size());
+  for (auto& [id, tally] : by_id) {
+    out.push_back(std::move(tally));
+  }
+  return out;
 }
 
 }  // namespace stagehand::driver

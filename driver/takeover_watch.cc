@@ -14,6 +14,7 @@ uint64_t TakeoverWatch::KeyToTakeOver(const std::string& volume_id,
 
 void TakeoverWatch::Refused(const std::string& volume_id, uint64_t key) {
   MutexLock lock(mu_);
+  ++Tally(volume_id).refusals;
   auto [it, added] = seen_.try_emplace(volume_id, Seen{key, clock_.Now()});
   if (!added && it->second.key != key) {
     it->second = Seen{key, clock_.Now()};
@@ -23,6 +24,27 @@ void TakeoverWatch::Refused(const std::string& volume_id, uint64_t key) {
 void TakeoverWatch::Forget(const std::string& volume_id) {
   MutexLock lock(mu_);
   seen_.erase(volume_id);
+}
+
+void TakeoverWatch::TookOver(const std::string& volume_id) {
+  MutexLock lock(mu_);
+  ++Tally(volume_id).takeovers;
+}
+
+std::vector<ReservationTally> TakeoverWatch::Tallies() const {
+  MutexLock lock(mu_);
+  std::vector<ReservationTally> out;
+  out.reserve(tallies_.size());
+  for (const auto& [id, tally] : tallies_) {
+    out.push_back(tally);
+  }
+  return out;
+}
+
+ReservationTally& TakeoverWatch::Tally(const std::string& volume_id) {
+  ReservationTally& tally = tallies_[volume_id];
+  tally.volume_id = volume_id;
+  return tally;
 }
 
 }  // namespace stagehand::driver

@@ -172,12 +172,13 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
     return attached.status();
   }
   takeovers_.Forget(req.volume_id());
-  if (attach.takeover_key != 0) {
+  if (attached->took_over_from != 0) {
+    takeovers_.TookOver(req.volume_id());
     Log(kComponent)
         .warn(
             "stage volume='{}': took the LUN over from key {}, unchanged for the takeover "
             "time (its node is taken for dead and is fenced)",
-            req.volume_id(), iscsi::FormatKey(attach.takeover_key));
+            req.volume_id(), iscsi::FormatKey(attached->took_over_from));
   }
   transport::Attachment a = std::move(*attached);
   Log(kComponent)

@@ -48,6 +48,9 @@ class VolumeStager {
 
   const std::string& FormatIntentsDir() const { return format_intents_.dir(); }
 
+  // What the stages here met of other nodes' reservations since the agent started.
+  std::vector<ReservationTally> ReservationTallies() const { return takeovers_.Tallies(); }
+
  private:
   std::string SessionDir(const std::string& volume_id) const;
   transport::AttachRequest AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,

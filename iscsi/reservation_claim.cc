@@ -132,7 +132,9 @@ absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
   // read above and these commands.
   absl::StatusOr<Reservations> after = conn.ReadReservations();
   if (taken.ok() && after.ok() && after->holder == *mine) {
-    return Claim{.key = *mine, .generation = after->generation};
+    return Claim{.key = *mine,
+                 .generation = after->generation,
+                 .took_over_from = take_over ? takeover_key : 0};
   }
   if (mine.ok()) {
     (void)conn.ReserveOut(ReserveAction::kRegister, *mine, 0, 0);  // Unregisters this nexus.

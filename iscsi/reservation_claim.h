@@ -36,6 +36,9 @@ uint64_t HolderKeyOf(const absl::Status& status);
 struct Claim {
   uint64_t key = 0;         // This nexus's registration now (the reservation's key).
   uint32_t generation = 0;  // The target's generation after the claim.
+  // The dead holder's key (`takeover_key`) that this claim preempted; 0: it preempted no other
+  // node (the LUN was free, or already this node's).
+  uint64_t took_over_from = 0;
 };
 
 // Claims the LUN of `conn` for the node of `node_key` (any key of the node). `held_at`: this

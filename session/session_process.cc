@@ -501,6 +501,7 @@ class Session {
       status_.set_unreserved(claim.key == 0);
       status_.set_reservation_generation(claim.generation);
       status_.set_reservation_key(claim.key);
+      status_.set_took_over_from(claim.took_over_from);
     }
     // A start that fails from here on gives the reservation up again.
     absl::Cleanup release = [this] { ReleaseReservation(); };

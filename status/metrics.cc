@@ -196,6 +196,7 @@ std::vector<prometheus::MetricFamily> AgentCollectable::Collect() const {
   CollectPlugins(out);
   CollectSessions(out);
   CollectVolumeStats(out);
+  CollectReservations(out);
   return out;
 }
 
@@ -299,6 +300,24 @@ void AgentCollectable::CollectSessions(std::vector<prometheus::MetricFamily>& ou
   out.push_back(std::move(reconnects));
   out.push_back(std::move(mismatches));
   out.push_back(std::move(started));
+}
+
+void AgentCollectable::CollectReservations(std::vector<prometheus::MetricFamily>& out) const {
+  if (!reservations_) {
+    return;
+  }
+  auto refusals = Counter("stagehand_reservation_refusals_total",
+                          "Stages of the volume refused because another node held its LUN's "
+                          "reservation (the volume waits for that node)");
+  auto takeovers = Counter("stagehand_reservation_takeovers_total",
+                           "Stages of the volume that preempted another node's reservation, "
+                           "unchanged for the takeover time (that node is fenced)");
+  for (const driver::ReservationTally& t : reservations_()) {
+    Add(refusals, {{"volume_id", t.volume_id}}, static_cast<double>(t.refusals));
+    Add(takeovers, {{"volume_id", t.volume_id}}, static_cast<double>(t.takeovers));
+  }
+  out.push_back(std::move(refusals));
+  out.push_back(std::move(takeovers));
 }
 
 void AgentCollectable::CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const {

@@ -11,7 +11,9 @@
 //   counters (stagehand_datapath_*_total by volume_id, from each session's counters file), and the
 //   last volume stats gathered by the StatsCollector (agent/stats_collector.h)
 //   (stagehand_volume_stats_*, the kubelet's names), the start time of each session's process
-//   (stagehand_session_process_start_time_seconds by volume_id).
+//   (stagehand_session_process_start_time_seconds by volume_id), and what the built-in driver's
+//   stages met of other nodes' reservations (stagehand_reservation_refusals_total and
+//   stagehand_reservation_takeovers_total by volume_id).
 // - The MetricsServer adds stagehand_agent_ready, from the /readyz check.
 
 #include <prometheus/collectable.h>
@@ -34,6 +36,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "csiclient/reconciler_client.h"
+#include "driver/takeover_watch.h"
 #include "status/metrics_tls.h"
 #include "transport/transport.h"
 
@@ -90,6 +93,13 @@ class AgentCollectable final : public prometheus::Collectable {
     health_source_ = std::move(source);
   }
 
+  // The built-in driver's counts of other nodes' reservations its stages met
+  // (driver::NodeService::ReservationTallies). Set before the first scrape; `source` must be
+  // thread-safe.
+  void SetReservationSource(std::function<std::vector<driver::ReservationTally>()> source) {
+    reservations_ = std::move(source);
+  }
+
  private:
   // One group of families each, appended to `out`.
   void CollectVolumes(std::vector<prometheus::MetricFamily>& out) const;
@@ -97,6 +107,7 @@ class AgentCollectable final : public prometheus::Collectable {
   // The sessions of the built-in driver and their data-path counters, from its transports.
   void CollectSessions(std::vector<prometheus::MetricFamily>& out) const;
   void CollectVolumeStats(std::vector<prometheus::MetricFamily>& out) const;
+  void CollectReservations(std::vector<prometheus::MetricFamily>& out) const;
 
   const reconciler::Reconciler* reconciler_;
   const registration::Registry* registry_;
@@ -105,6 +116,7 @@ class AgentCollectable final : public prometheus::Collectable {
   std::vector<csiclient::VolumeStatsSample> stats_ ABSL_GUARDED_BY(mu_);
   std::vector<csiclient::VolumeHealthSample> health_ ABSL_GUARDED_BY(mu_);
   std::function<std::vector<csiclient::VolumeHealthSample>()> health_source_;
+  std::function<std::vector<driver::ReservationTally>()> reservations_;
 };
 
 // `address` as civetweb listens on it: an IPv6 literal without brackets ("fd00::1:29780", as

@@ -69,6 +69,9 @@ struct Attachment {
   Identity identity;
   iscsi::LunCapacity capacity;
   state::v1::SessionRecord session;  // What Detach and Health need, to be persisted.
+  // The key of another node's reservation that the attach preempted (AttachRequest::
+  // takeover_key, when that node still held the LUN); 0: none.
+  uint64_t took_over_from = 0;
 };
 
 struct SessionHealth {

@@ -1,6 +1,7 @@
 #include "driver/takeover_watch.h"
 
 #include <chrono>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,6 +40,26 @@ TEST(TakeoverWatchTest, ARenewedKeyRestartsTheWaitAndForgetEndsIt) {
   EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0xa2u);
   watch.Forget("v");
   EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u);
+}
+
+TEST(TakeoverWatchTest, CountsRefusalsAndTakeoversPerVolumeBeyondForget) {
+  testing::ManualClock clock;
+  TakeoverWatch watch(clock);
+  EXPECT_TRUE(watch.Tallies().empty());
+  watch.Refused("v", 0xa1);
+  watch.Refused("v", 0xa1);
+  watch.Refused("w", 0xb1);
+  watch.Forget("v");
+  watch.TookOver("v");
+
+  const std::vector<ReservationTally> tallies = watch.Tallies();
+  ASSERT_EQ(tallies.size(), 2u);
+  EXPECT_EQ(tallies[0].volume_id, "v");
+  EXPECT_EQ(tallies[0].refusals, 2u);
+  EXPECT_EQ(tallies[0].takeovers, 1u);
+  EXPECT_EQ(tallies[1].volume_id, "w");
+  EXPECT_EQ(tallies[1].refusals, 1u);
+  EXPECT_EQ(tallies[1].takeovers, 0u);
 }
 
 }  // namespace

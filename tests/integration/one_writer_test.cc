@@ -21,21 +21,29 @@
 #include <vector>
 
 #include <absl/strings/match.h>
+#include <absl/strings/numbers.h>
+#include <absl/strings/str_cat.h>
+#include <absl/strings/str_split.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
 #include "base/subprocess.h"
 #include "iscsi/libiscsi_connection.h"
 #include "iscsi/persistent_reservation.h"
+#include "proto/agent.grpc.pb.h"
 #include "tests/integration/iscsi_proxy.h"
 #include "tests/integration/node_test_base.h"
+#include "tests/testing/http_get.h"
 
 namespace stagehand::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+
+namespace agentpb = ::stagehand::agent::v1;
 
 constexpr char kOtherNode[] = "node-b";
 constexpr char kOtherInitiator[] = "iqn.2026-12.dev.stagehand:node-b";
@@ -125,6 +133,26 @@ class OneWriterTest : public NodeIntegrationTest {
     return other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged);
   }
 
+  // The value of the counter `name` for `volume_id` on node B's /metrics; -1 without one.
+  double OtherCounter(const std::string& name, const std::string& volume_id) const {
+    auto agent = agentpb::Agent::NewStub(grpc::CreateChannel(
+        "unix:" + other_->runtime_dir() + "/agent.sock", grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    agentpb::AgentStatus status;
+    EXPECT_TRUE(agent->GetStatus(&context, {}, &status).ok());
+    const auto metrics = HttpGet(status.metrics_port(), "/metrics");
+    EXPECT_TRUE(metrics && metrics->code == 200);
+    const std::string prefix = absl::StrCat(name, "{volume_id=\"", volume_id, "\"} ");
+    for (const absl::string_view line : absl::StrSplit(metrics ? metrics->body : "", '\n')) {
+      double value = 0;
+      if (absl::StartsWith(line, prefix) && absl::SimpleAtod(line.substr(prefix.size()), &value)) {
+        return value;
+      }
+    }
+    return -1;
+  }
+
   // Whether a key of the node of `node_key` holds the reservation (keys move with renewals).
   static bool HeldBy(const iscsi::Reservations& r, uint64_t node_key) {
     return r.holder && iscsi::SameNode(*r.holder, node_key);
@@ -178,6 +206,9 @@ TEST_F(OneWriterTest, AnotherNodeWaitsWhileTheHolderHasTheVolumeAndStagesOnceItU
 
   ASSERT_TRUE(staged.ok()) << staged.error_message();
   EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
+  EXPECT_EQ(OtherCounter("stagehand_reservation_refusals_total", "vol-w"), 1);
+  EXPECT_EQ(OtherCounter("stagehand_reservation_takeovers_total", "vol-w"), 0)
+      << "a hand-off is no takeover";
   ASSERT_TRUE(OtherPublish("vol-w", target_b).ok());
   auto seen = ReadFileToString(target_b + "/from-a");
   EXPECT_TRUE(seen.ok() && *seen == "a\n") << "node B sees what node A wrote";
@@ -363,6 +394,8 @@ TEST_F(OneWriterTest, AFrozenHolderIsTakenOverAndFencedAndALiveOneIsNot) {
   const iscsi::Reservations after = ReservationsNow();
   EXPECT_TRUE(HeldBy(after, key_b_));
   EXPECT_EQ(KeysOf(after, key_a_), 0u) << "nothing of node A stays registered";
+  EXPECT_EQ(OtherCounter("stagehand_reservation_takeovers_total", "vol-t"), 1);
+  EXPECT_GE(OtherCounter("stagehand_reservation_refusals_total", "vol-t"), 5);
   EXPECT_EQ(testbed::WriteBlockDirect(target, 2 << 20, 'x'), EIO);
   EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
     return s.state() == state::v1::SessionStatus::FENCED;

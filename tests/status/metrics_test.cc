@@ -48,5 +48,33 @@ TEST(AgentCollectableTest, ASessionShowsWhenItsProcessStarted) {
   EXPECT_DOUBLE_EQ(started->metric[0].gauge.value, 1.8e9);
 }
 
+TEST(AgentCollectableTest, CountsWhatTheStagesMetOfOtherNodesReservationsPerVolume) {
+  AgentCollectable collectable(nullptr, nullptr, {});
+  EXPECT_EQ(Find(collectable.Collect(), "stagehand_reservation_takeovers_total"), nullptr)
+      << "no built-in driver, no series";
+  collectable.SetReservationSource([] {
+    return std::vector<driver::ReservationTally>{
+        {.volume_id = "v1", .refusals = 3, .takeovers = 1},
+        {.volume_id = "v2", .refusals = 0, .takeovers = 0},
+    };
+  });
+
+  const auto families = collectable.Collect();
+  const auto* refusals = Find(families, "stagehand_reservation_refusals_total");
+  const auto* takeovers = Find(families, "stagehand_reservation_takeovers_total");
+
+  ASSERT_NE(refusals, nullptr);
+  ASSERT_NE(takeovers, nullptr);
+  EXPECT_EQ(takeovers->type, prometheus::MetricType::Counter);
+  ASSERT_EQ(refusals->metric.size(), 2U);
+  ASSERT_EQ(takeovers->metric.size(), 2U);
+  EXPECT_EQ(takeovers->metric[0].label[0].name, "volume_id");
+  EXPECT_EQ(takeovers->metric[0].label[0].value, "v1");
+  EXPECT_DOUBLE_EQ(refusals->metric[0].counter.value, 3);
+  EXPECT_DOUBLE_EQ(takeovers->metric[0].counter.value, 1);
+  EXPECT_EQ(takeovers->metric[1].label[0].value, "v2");
+  EXPECT_DOUBLE_EQ(takeovers->metric[1].counter.value, 0) << "staged: there before any event";
+}
+
 }  // namespace
 }  // namespace stagehand::status

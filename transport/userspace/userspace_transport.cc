@@ -257,6 +257,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   a.capacity.block_size = status.block_size();
   a.capacity.blocks = status.block_size() == 0 ? 0 : status.capacity_bytes() / status.block_size();
   a.session = attached;
+  a.took_over_from = status.took_over_from();
   std::move(undo).Cancel();
   return a;
 }
