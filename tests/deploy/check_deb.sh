@@ -32,6 +32,7 @@ for f in ./usr/lib/systemd/system/stagehand.service ./etc/stagehand/config.yaml 
          ./usr/share/stagehand/kubernetes/kustomization.yaml \
          ./usr/share/stagehand/monitoring/stagehand.rules.yaml \
          ./usr/share/stagehand/monitoring/prometheusrule.yaml \
+         ./usr/share/stagehand/monitoring/podmonitor.yaml \
          ./usr/share/stagehand/monitoring/stagehand-dashboard.json \
          ./usr/share/stagehand/helm/stagehand/Chart.yaml \
          ./usr/share/stagehand/helm/stagehand/values.yaml \

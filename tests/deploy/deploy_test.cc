@@ -377,6 +377,28 @@ TEST(MonitoringTest, ThePrometheusRuleCarriesTheRulesFileGroups) {
       << "change deploy/monitoring/prometheusrule.yaml with stagehand.rules.yaml";
 }
 
+// The PodMonitor selects the DaemonSet's pods and scrapes their metrics port.
+TEST(MonitoringTest, ThePodMonitorScrapesTheDaemonSetsMetricsPort) {
+  const YAML::Node monitor = YAML::LoadFile(SourcePath("deploy/monitoring/podmonitor.yaml"));
+  const YAML::Node ds = FindObject(LoadAll("deploy/kubernetes/daemonset.yaml"), "DaemonSet");
+  const YAML::Node pod = ds["spec"]["template"];
+
+  EXPECT_EQ(monitor["kind"].as<std::string>(""), "PodMonitor");
+  EXPECT_EQ(monitor["metadata"]["namespace"].as<std::string>(""),
+            ds["metadata"]["namespace"].as<std::string>("?"));
+  ASSERT_TRUE(monitor["spec"]["selector"]["matchLabels"].IsMap());
+  for (const auto& kv : monitor["spec"]["selector"]["matchLabels"]) {
+    EXPECT_EQ(pod["metadata"]["labels"][kv.first.as<std::string>()].as<std::string>(""),
+              kv.second.as<std::string>())
+        << kv.first.as<std::string>();
+  }
+  const YAML::Node endpoint = monitor["spec"]["podMetricsEndpoints"][0];
+  const YAML::Node port =
+      FindBy(pod["spec"]["containers"][0]["ports"], "name", endpoint["port"].as<std::string>(""));
+  EXPECT_EQ(port["containerPort"].as<int>(0), kMetricsPort);
+  EXPECT_EQ(endpoint["path"].as<std::string>(""), "/metrics");
+}
+
 TEST(MonitoringTest, EveryAlertHasASeverityASummaryAndADescription) {
   const YAML::Node rules = YAML::LoadFile(SourcePath("deploy/monitoring/stagehand.rules.yaml"));
   int alerts = 0;

@@ -32,18 +32,25 @@ std::string SourcePath(const std::string& relative) {
   return std::string(SH_SOURCE_DIR) + "/" + relative;
 }
 
-std::string HelmBinary() {
+std::string ToolsDir() {
   const char* dir = getenv("STAGEHAND_TEST_TOOLS");  // NOLINT(concurrency-mt-unsafe): test setup.
   const char* home = getenv("HOME");                 // NOLINT(concurrency-mt-unsafe): test setup.
-  const std::string tools =
-      dir != nullptr ? std::string(dir)
-                     : std::string(home != nullptr ? home : "/root") + "/.cache/stagehand-tools";
-  return tools + "/bin/helm";
+  return dir != nullptr ? std::string(dir)
+                        : std::string(home != nullptr ? home : "/root") + "/.cache/stagehand-tools";
 }
 
-// Runs helm with `args`; its output, or a failure of the test.
-std::string Helm(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {HelmBinary()};
+std::string HelmBinary() {
+  return ToolsDir() + "/bin/helm";
+}
+
+// Helm 3, which the chart supports too.
+std::string Helm3Binary() {
+  return ToolsDir() + "/helm3/helm";
+}
+
+// Runs helm (`binary`: Helm 4 unless given) with `args`; its output, or a failure of the test.
+std::string Helm(const std::vector<std::string>& args, const std::string& binary = HelmBinary()) {
+  std::vector<std::string> argv = {binary};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = RunProcess(argv, RunOptions{std::chrono::seconds(60)});
   if (!r.ok()) {
@@ -67,11 +74,12 @@ std::map<std::string, YAML::Node> Objects(const std::vector<YAML::Node>& docs) {
   return out;
 }
 
-std::map<std::string, YAML::Node> Render(const std::vector<std::string>& extra) {
+std::map<std::string, YAML::Node> Render(const std::vector<std::string>& extra,
+                                         const std::string& binary = HelmBinary()) {
   std::vector<std::string> args = {"template", "stagehand", SourcePath("deploy/helm/stagehand"),
                                    "--namespace", "stagehand-system"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return Objects(YAML::LoadAll(Helm(args)));
+  return Objects(YAML::LoadAll(Helm(args, binary)));
 }
 
 // A node as one string: maps with sorted keys, scalars as their text (quoted or not).
@@ -130,6 +138,32 @@ TEST(HelmChartTest, LintPassesWithTheDefaultAndOtherValues) {
   Helm({"lint", "--strict", SourcePath("deploy/helm/stagehand")});
   Helm({"lint", "--strict", SourcePath("deploy/helm/stagehand"), "-f",
         SourcePath("tests/deploy/helm-values.yaml")});
+}
+
+// Helm 3 lints the chart and renders the very objects Helm 4 renders, with the default values
+// and with others. (Helm 3's template assumes Kubernetes v1.20 without --kube-version, older than
+// the chart's kubeVersion; an install asks the cluster.)
+TEST(HelmChartTest, Helm3RendersWhatHelm4Renders) {
+  Helm({"lint", "--strict", SourcePath("deploy/helm/stagehand")}, Helm3Binary());
+  for (const std::vector<std::string>& values :
+       {std::vector<std::string>{"--kube-version", "v1.34.0"},
+        {"--kube-version", "v1.34.0", "-f", SourcePath("tests/deploy/helm-values.yaml")}}) {
+    const std::map<std::string, YAML::Node> four = Render(values);
+    const std::map<std::string, YAML::Node> three = Render(values, Helm3Binary());
+    ASSERT_FALSE(four.empty());
+    std::vector<std::string> four_names;
+    std::vector<std::string> three_names;
+    for (const auto& [name, object] : four) {
+      four_names.push_back(name);
+    }
+    for (const auto& [name, object] : three) {
+      three_names.push_back(name);
+    }
+    ASSERT_EQ(three_names, four_names) << ::testing::PrintToString(values);
+    for (const auto& [name, object] : four) {
+      EXPECT_EQ(Canonical(three.at(name)), Canonical(object)) << name;
+    }
+  }
 }
 
 // One source of truth: the chart with its defaults renders the kustomize base's objects (but
@@ -204,6 +238,54 @@ TEST(HelmChartTest, EveryValueShowsInTheObjects) {
       ds["spec"]["template"]["metadata"]["annotations"]["example.com/owner"].as<std::string>(),
       "storage-team");
   EXPECT_EQ(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"].as<int>(), 3);
+}
+
+// The PodMonitor scrapes the DaemonSet's pods at their metrics port, over HTTPS with the TLS
+// settings given.
+TEST(HelmChartTest, ThePodMonitorScrapesTheNodePodsMetricsPort) {
+  const std::map<std::string, YAML::Node> chart =
+      Render({"-f", SourcePath("tests/deploy/helm-values.yaml")});
+  EXPECT_EQ(Render({}).count("PodMonitor/stagehand-node"), 0U) << "off by default";
+  ASSERT_EQ(chart.count("PodMonitor/stagehand-node"), 1U);
+  const YAML::Node monitor = chart.at("PodMonitor/stagehand-node");
+  const YAML::Node pod = chart.at("DaemonSet/stagehand-node")["spec"]["template"];
+  const YAML::Node endpoint = monitor["spec"]["podMetricsEndpoints"][0];
+
+  EXPECT_EQ(monitor["apiVersion"].as<std::string>(), "monitoring.coreos.com/v1");
+  EXPECT_EQ(monitor["metadata"]["namespace"].as<std::string>(), "stagehand-system");
+  EXPECT_EQ(monitor["metadata"]["labels"]["release"].as<std::string>(), "kube-prometheus-stack");
+  for (const auto& kv : monitor["spec"]["selector"]["matchLabels"]) {
+    EXPECT_EQ(pod["metadata"]["labels"][kv.first.as<std::string>()].as<std::string>(""),
+              kv.second.as<std::string>())
+        << kv.first.as<std::string>();
+  }
+  EXPECT_EQ(monitor["spec"]["selector"]["matchLabels"].size(), 3U);
+  EXPECT_EQ(endpoint["port"].as<std::string>(),
+            pod["spec"]["containers"][0]["ports"][0]["name"].as<std::string>());
+  EXPECT_EQ(endpoint["path"].as<std::string>(), "/metrics");
+  EXPECT_EQ(endpoint["interval"].as<std::string>(), "15s");
+  EXPECT_EQ(endpoint["scheme"].as<std::string>(), "https");
+  EXPECT_EQ(endpoint["tlsConfig"]["serverName"].as<std::string>(), "stagehand-metrics");
+  EXPECT_EQ(endpoint["tlsConfig"]["keySecret"]["name"].as<std::string>(), "prometheus-client");
+
+  const std::map<std::string, YAML::Node> plain =
+      Render({"--set", "metrics.podMonitor.enabled=true"});
+  const YAML::Node plain_endpoint =
+      plain.at("PodMonitor/stagehand-node")["spec"]["podMetricsEndpoints"][0];
+  EXPECT_FALSE(plain_endpoint["scheme"]) << "HTTP without metrics.tls";
+  EXPECT_FALSE(plain_endpoint["tlsConfig"]);
+  EXPECT_FALSE(plain_endpoint["interval"]);
+}
+
+// A PodMonitor for metrics that are off is refused at render time.
+TEST(HelmChartTest, APodMonitorWithoutMetricsIsRefused) {
+  auto r =
+      RunProcess({HelmBinary(), "template", "stagehand", SourcePath("deploy/helm/stagehand"),
+                  "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.enabled=false"},
+                 RunOptions{std::chrono::seconds(60)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->exit_code, 0);
+  EXPECT_THAT(r->output, ::testing::HasSubstr("needs metrics.enabled"));
 }
 
 TEST(HelmChartTest, MetricsTurnedOffTakeTheProbesAndThePortWithThem) {
