@@ -151,6 +151,7 @@ TEST_F(ReservationClaimTest, AStillKeyIsTakenOverAndAMovedOneIsNot) {
   auto taken = iscsi::ClaimReservation(*b, key_b_, std::nullopt, renewed);
 
   ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->took_over_from, renewed);
   const iscsi::Reservations now = ReservationsNow();
   EXPECT_EQ(now.holder, taken->key);
   EXPECT_EQ(now.keys, std::vector<uint64_t>{taken->key}) << "nothing of node A is registered";
@@ -163,10 +164,13 @@ TEST_F(ReservationClaimTest, AStillKeyIsTakenOverAndAMovedOneIsNot) {
 // A release on a new login gives up what the node held through a lost nexus too: no
 // registration and no reservation remain, and the other node claims the LUN at once.
 TEST_F(ReservationClaimTest, AReleaseLeavesNothingAndTheOtherNodeClaimsAtOnce) {
+  uint64_t held_key = 0;
   {
     auto first = LoginAs(kNodeA);
     ASSERT_NE(first, nullptr);
-    ASSERT_TRUE(iscsi::ClaimReservation(*first, key_a_, std::nullopt).ok());
+    auto claimed = iscsi::ClaimReservation(*first, key_a_, std::nullopt);
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    held_key = claimed->key;
   }
   auto a = LoginAs(kNodeA);
   ASSERT_NE(a, nullptr);
@@ -178,7 +182,10 @@ TEST_F(ReservationClaimTest, AReleaseLeavesNothingAndTheOtherNodeClaimsAtOnce) {
   EXPECT_FALSE(now.holder.has_value());
   auto b = LoginAs(kNodeB);
   ASSERT_NE(b, nullptr);
-  EXPECT_TRUE(iscsi::ClaimReservation(*b, key_b_, std::nullopt).ok());
+  // Even where it had waited for node A's key to stand still: released, it preempts nothing.
+  auto claimed = iscsi::ClaimReservation(*b, key_b_, std::nullopt, /*takeover_key=*/held_key);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(claimed->took_over_from, 0u);
   EXPECT_TRUE(iscsi::ReleaseReservation(*b, key_b_).ok());
 }
 
