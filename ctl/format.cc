@@ -197,19 +197,28 @@ std::string FormatVolumes(const agent::v1::ListVolumesResponse& r, size_t max_wi
   }
   std::string paths;
   for (const auto& v : r.volumes()) {
-    if (v.has_data_path() && v.data_path().pid() > 0) {
-      const auto& d = v.data_path();
-      absl::StrAppend(
-          &paths, "  ", v.name(), ": ", d.transport(), " session pid ", d.pid(), ", build ",
-          d.build().substr(0, 12), ", FUSE ", OrDash(d.fuse_mode()),
-          d.io_flusher() ? "" : ", not an I/O flusher (no CAP_SYS_RESOURCE)",
-          d.outdated() ? " (an earlier build: replaced in place)" : "",
-          d.xfs_nouuid() ? ", XFS mounted with nouuid (another mounted XFS has its UUID)" : "",
-          d.reservation_key() != 0
-              ? absl::StrCat(", reserved (key ", iscsi::FormatKey(d.reservation_key()), ")")
-              : "",
-          d.unreserved() ? ", NOT reserved (the target has no persistent reservations)" : "", "\n");
+    if (!v.has_data_path()) {
+      continue;
     }
+    const auto& d = v.data_path();
+    std::string serves;
+    if (d.pid() > 0) {
+      serves = absl::StrCat(" session pid ", d.pid(), ", build ", d.build().substr(0, 12),
+                            ", FUSE ", OrDash(d.fuse_mode()),
+                            d.io_flusher() ? "" : ", not an I/O flusher (no CAP_SYS_RESOURCE)",
+                            d.outdated() ? " (an earlier build: replaced in place)" : "");
+    } else if (d.reservation_key() != 0 || d.unreserved()) {
+      serves = " session";  // The kernel's: no process of ours.
+    } else {
+      continue;
+    }
+    absl::StrAppend(
+        &paths, "  ", v.name(), ": ", d.transport(), serves,
+        d.xfs_nouuid() ? ", XFS mounted with nouuid (another mounted XFS has its UUID)" : "",
+        d.reservation_key() != 0
+            ? absl::StrCat(", reserved (key ", iscsi::FormatKey(d.reservation_key()), ")")
+            : "",
+        d.unreserved() ? ", NOT reserved (the target has no persistent reservations)" : "", "\n");
   }
   if (!paths.empty()) {
     absl::StrAppend(&out, "\ndata paths:\n", paths);

@@ -6,6 +6,7 @@
 #include <absl/strings/str_format.h>
 
 #include "ctl/format.h"
+#include "iscsi/reservation_claim.h"
 
 namespace stagehand::ctl {
 namespace {
@@ -62,6 +63,26 @@ absl::StatusOr<iscsi::Reservations> ReleaseNode(const iscsi::LoginParams& params
   }
   done.Update(conn->ReserveOut(ReserveAction::kRegister, mine, 0, 0));  // Unregisters.
   SH_RETURN_IF_ERROR(done);
+  SH_ASSIGN_OR_RETURN(iscsi::Reservations after, conn->ReadReservations());
+  (void)conn->Logout();
+  return after;
+}
+
+absl::StatusOr<iscsi::Reservations> TakeOverFor(const iscsi::LoginParams& params,
+                                                const std::string& node_id) {
+  SH_ASSIGN_OR_RETURN(auto conn, iscsi::Connection::Login(params));
+  SH_ASSIGN_OR_RETURN(const iscsi::Reservations before, conn->ReadReservations());
+  const uint64_t key = iscsi::NodeKey(node_id, 0);
+  const uint64_t holder =
+      before.holder && !iscsi::SameNode(*before.holder, key) ? *before.holder : 0;
+  if (auto claimed = iscsi::ClaimReservation(*conn, key, std::nullopt, holder); !claimed.ok()) {
+    if (absl::IsFailedPrecondition(claimed.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          claimed.status().message(),
+          "; the holder renewed its key while this ran, so its node is alive: nothing changed"));
+    }
+    return claimed.status();
+  }
   SH_ASSIGN_OR_RETURN(iscsi::Reservations after, conn->ReadReservations());
   (void)conn->Logout();
   return after;

@@ -35,6 +35,15 @@ absl::StatusOr<iscsi::Reservations> ReadReservations(const iscsi::LoginParams& p
 absl::StatusOr<iscsi::Reservations> ReleaseNode(const iscsi::LoginParams& params,
                                                 const std::string& node_id);
 
+// `iscsi reservation --take-over-for N --holder-is-dead`: for an operator who knows the node
+// holding the LUN is dead and wants node N to have it. Logs in and reserves the LUN under N's
+// key (iscsi::ClaimReservation), preempting the holder seen at the start and every registration
+// of its node (fenced). Nothing else can stage it until N does: N's next stage takes its own
+// node's registration over. FailedPrecondition when the holder renewed its key meanwhile (its
+// node is alive). Returns the LUN's state afterwards.
+absl::StatusOr<iscsi::Reservations> TakeOverFor(const iscsi::LoginParams& params,
+                                                const std::string& node_id);
+
 // For `-o json` and for people.
 google::protobuf::Struct ToStruct(const ReservationReport& r);
 std::string FormatReservations(const ReservationReport& r);

@@ -57,6 +57,8 @@ struct IscsiArgs {
   std::vector<std::string> node_ids;  // Nodes to name reservation keys by.
   std::string release_node;           // reservation: the dead node to release the LUN of.
   bool node_is_dead = false;          // Its confirmation.
+  std::string take_over_for;          // reservation: the node to reserve the LUN for.
+  bool holder_is_dead = false;        // Its confirmation.
 };
 
 void AddIscsiFlags(CLI::App* cmd, IscsiArgs& a) {
@@ -155,8 +157,17 @@ int IscsiReservation(const Common& c, IscsiArgs& a) {
         "--release-node fences that node: add --node-is-dead once you know it is (powered off, "
         "cut off from the storage for good)");
   }
-  auto state = a.release_node.empty() ? stagehand::ctl::ReadReservations(params)
-                                      : stagehand::ctl::ReleaseNode(params, a.release_node);
+  if (!a.take_over_for.empty() && !a.holder_is_dead) {
+    return Usage(
+        "--take-over-for fences the node that holds the LUN: add --holder-is-dead once you know "
+        "it is (powered off, cut off from the storage for good)");
+  }
+  if (!a.take_over_for.empty() && !a.release_node.empty()) {
+    return Usage("give --release-node or --take-over-for, not both");
+  }
+  auto state = !a.release_node.empty()    ? stagehand::ctl::ReleaseNode(params, a.release_node)
+               : !a.take_over_for.empty() ? stagehand::ctl::TakeOverFor(params, a.take_over_for)
+                                          : stagehand::ctl::ReadReservations(params);
   if (!state.ok()) {
     return Fail(state.status());
   }
@@ -199,6 +210,11 @@ IscsiCommands AddIscsiCommands(CLI::App& app, IscsiArgs& is) {
       "Remove this node id's registrations and reservation (it is fenced), for a node known dead");
   cmds.reservation->add_flag("--node-is-dead", is.node_is_dead,
                              "Confirms --release-node: the node is dead");
+  cmds.reservation->add_option("--take-over-for", is.take_over_for,
+                               "Reserve the LUN for this node id, preempting the node that holds "
+                               "it (fenced), for a holder known dead");
+  cmds.reservation->add_flag("--holder-is-dead", is.holder_is_dead,
+                             "Confirms --take-over-for: the holder is dead");
   cmds.key = cmds.iscsi->add_subcommand(
       "key", "The reservation key prefix stagehand registers a node id under (no target)");
   cmds.key->add_option("--node-id", is.node_ids, "Node id (repeatable)")->required();

@@ -93,7 +93,9 @@ class NodeService final : public csi::v1::Node::Service {
     return deps_.transport.Describe(volume.session);
   }
 
-  // Replaces, one volume at a time and under its lock, each session process of another build
+  // Takes up first what the transport does in the background for every staged volume
+  // (transport::Transport::Resume). Then replaces, one volume at a time and under its lock, each
+  // session process of another build
   // than the transport's own (stagehand was upgraded) through a handover that leaves the mount,
   // the device and the filesystem in place, and saves the volume's new session record. A volume
   // whose replacement fails keeps its old process (logged). Stops between volumes once `stop`

@@ -15,7 +15,18 @@ constexpr LogComponent kComponent = LogComponent::kSessions;
 NodeService::UpgradeRound NodeService::UpgradeSessions(const std::stop_token& stop) {
   UpgradeRound round;
   std::vector<std::string> unreadable;
-  for (const StagedVolume& listed : store_.List(&unreadable)) {
+  const std::vector<StagedVolume> volumes = store_.List(&unreadable);
+  // First, and without waiting for any volume's lock: a reservation the transport renews must
+  // move again well within the takeover time.
+  for (const StagedVolume& listed : volumes) {
+    if (listed.phase != StagedVolume::Phase::kStaged) {
+      continue;
+    }
+    if (absl::Status resumed = deps_.transport.Resume(listed.session); !resumed.ok()) {
+      Log(kComponent).warn("resume volume='{}': {}", listed.volume_id, resumed);
+    }
+  }
+  for (const StagedVolume& listed : volumes) {
     if (stop.stop_requested()) {
       break;
     }

@@ -35,7 +35,7 @@ struct LoginParams {
 
 // A logged-in libiscsi context. Destroying it logs out (best effort) and closes the socket.
 // Not thread-safe: one owner thread.
-class Connection {
+class Connection : public ReservationChannel {
  public:
   // Connects, logs in (CHAP when given) and checks the LUN answers TEST UNIT READY.
   // Unauthenticated: CHAP rejected. NotFound: no such target or LUN. Unavailable: portal
@@ -44,22 +44,17 @@ class Connection {
 
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
-  ~Connection();
+  ~Connection() override;
 
   // Reads the standard INQUIRY data, VPD 0x83 and VPD 0x80.
   absl::StatusOr<LunIdentity> ReadIdentity();
 
   absl::StatusOr<LunCapacity> ReadCapacity();
 
-  // PERSISTENT RESERVE IN: READ KEYS, then READ RESERVATION. Unimplemented when the target has
-  // no persistent reservations (ILLEGAL REQUEST).
-  absl::StatusOr<Reservations> ReadReservations();
-
-  // PERSISTENT RESERVE OUT `action` on this I_T nexus, LU scope (`type`: reserve, release and
-  // preempt). FailedPrecondition naming RESERVATION CONFLICT when the target refuses it as one;
-  // Unimplemented when it does not support the action (ILLEGAL REQUEST). Definitions in
-  // libiscsi_reservation.cc.
-  absl::Status ReserveOut(ReserveAction action, uint64_t key, uint64_t service_key, uint8_t type);
+  // ReservationChannel, over this connection. Definitions in libiscsi_reservation.cc.
+  absl::StatusOr<Reservations> ReadReservations() override;
+  absl::Status ReserveOut(ReserveAction action, uint64_t key, uint64_t service_key,
+                          uint8_t type) override;
 
   // Logs out cleanly. The destructor does this too; call it to see the result.
   absl::Status Logout();

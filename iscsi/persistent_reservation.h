@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
+
 namespace stagehand::iscsi {
 
 // SPC-4 reservation type codes.
@@ -35,6 +37,24 @@ enum class ReserveAction {
   kReserve,                       // key, type
   kRelease,                       // key, type
   kPreempt,                       // key; removes the registrations of service key
+};
+
+// The two PERSISTENT RESERVE commands on one I_T nexus to one LUN: a libiscsi connection
+// (iscsi::Connection) or a SCSI disk of the host's initiator (SG_IO on /dev/sdX). Not
+// thread-safe.
+class ReservationChannel {
+ public:
+  virtual ~ReservationChannel() = default;
+
+  // PERSISTENT RESERVE IN: READ KEYS, then READ RESERVATION. Unimplemented when the target has
+  // no persistent reservations (ILLEGAL REQUEST).
+  virtual absl::StatusOr<Reservations> ReadReservations() = 0;
+
+  // PERSISTENT RESERVE OUT `action` on this nexus, LU scope (`type`: reserve, release and
+  // preempt). FailedPrecondition naming RESERVATION CONFLICT when the target refuses it as one;
+  // Unimplemented when it does not support the action (ILLEGAL REQUEST).
+  virtual absl::Status ReserveOut(ReserveAction action, uint64_t key, uint64_t service_key,
+                                  uint8_t type) = 0;
 };
 
 // The upper 32 bits of every key of `node_id`.

@@ -51,7 +51,7 @@ bool TargetForgot(const Reservations& r, uint32_t held_at) {
 
 // Registers this nexus under a fresh key of the node of `node_key` (a nexus that held the
 // reservation keeps it under the new key). The key.
-absl::StatusOr<uint64_t> RegisterFresh(Connection& conn, uint64_t node_key,
+absl::StatusOr<uint64_t> RegisterFresh(ReservationChannel& conn, uint64_t node_key,
                                        const Reservations& before) {
   const uint64_t mine = FreshKey(node_key, before.keys);
   SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kRegisterAndIgnoreExistingKey, 0, mine, 0));
@@ -60,7 +60,7 @@ absl::StatusOr<uint64_t> RegisterFresh(Connection& conn, uint64_t node_key,
 
 // Removes the registrations of `keys` under `mine`, the holder's first (its preemption hands
 // this nexus the reservation).
-absl::Status PreemptAll(Connection& conn, uint64_t mine, std::vector<uint64_t> keys,
+absl::Status PreemptAll(ReservationChannel& conn, uint64_t mine, std::vector<uint64_t> keys,
                         const std::optional<uint64_t>& holder) {
   std::erase(keys, mine);
   if (holder && std::find(keys.begin(), keys.end(), *holder) != keys.end()) {
@@ -76,7 +76,8 @@ absl::Status PreemptAll(Connection& conn, uint64_t mine, std::vector<uint64_t> k
 // Takes the LUN under `mine` (registered): from the node's own registrations that are gone, or
 // from the dead holder `takeover_key` (exactly that key first: one that moved since is alive,
 // and its preemption fails) with every other registration of its node.
-absl::Status TakeUnder(Connection& conn, uint64_t mine, uint64_t node_key, uint64_t takeover_key) {
+absl::Status TakeUnder(ReservationChannel& conn, uint64_t mine, uint64_t node_key,
+                       uint64_t takeover_key) {
   SH_ASSIGN_OR_RETURN(const Reservations now, conn.ReadReservations());
   if (takeover_key != 0) {
     SH_RETURN_IF_ERROR(conn.ReserveOut(ReserveAction::kPreempt, mine, takeover_key, kType));
@@ -102,7 +103,7 @@ uint64_t HolderKeyOf(const absl::Status& status) {
   return payload && absl::SimpleAtoi(std::string(*payload), &key) ? key : 0;
 }
 
-absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
+absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_key,
                                        std::optional<uint32_t> held_at, uint64_t takeover_key) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
   std::vector<uint64_t> own = NodeKeys(before, node_key);
@@ -148,7 +149,30 @@ absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
   return held_before ? Fenced(after->holder) : HeldByAnother(after->holder);
 }
 
-absl::StatusOr<uint64_t> JoinReservation(Connection& conn, uint64_t node_key) {
+absl::Status StageRefusal(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kFailedPrecondition: {
+      // Like the kubelet's Multi-Attach error: the stage is retried, and succeeds once the
+      // holder has released the LUN, or has been dead for the takeover time.
+      absl::Status busy = absl::UnavailableError(
+          absl::StrCat("the volume is in use on another node: ", status.message(),
+                       ". It is staged here once that node unstages it, or once its key has not "
+                       "moved for the takeover time (a dead node)"));
+      SetHolderKey(busy, HolderKeyOf(status));
+      return busy;
+    }
+    case absl::StatusCode::kUnimplemented:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the target does not support SCSI-3 persistent reservations (", status.message(),
+          "): a single-node volume needs them to keep another node from writing to it; to stage "
+          "it without that protection, set takeoverAfter: \"off\" in its volume context"));
+    default:
+      return absl::Status(status.code(),
+                          absl::StrCat("cannot reserve the LUN for this node: ", status.message()));
+  }
+}
+
+absl::StatusOr<uint64_t> JoinReservation(ReservationChannel& conn, uint64_t node_key) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
   if (NodeKeys(before, node_key).empty()) {
     return Fenced(before.holder);
@@ -158,7 +182,7 @@ absl::StatusOr<uint64_t> JoinReservation(Connection& conn, uint64_t node_key) {
   return mine;
 }
 
-absl::Status ReleaseReservation(Connection& conn, uint64_t node_key) {
+absl::Status ReleaseReservation(ReservationChannel& conn, uint64_t node_key) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
   if (NodeKeys(before, node_key).empty()) {
     return absl::OkStatus();  // Not registered (never, or fenced): nothing of ours to give up.

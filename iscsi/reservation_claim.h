@@ -1,7 +1,8 @@
 #pragma once
 
 // Claiming a LUN for one node's writes with a SCSI-3 persistent reservation of type Write
-// Exclusive - Registrants Only, on one I_T nexus (an iscsi::Connection): what every login of a
+// Exclusive - Registrants Only, on one I_T nexus (an iscsi::ReservationChannel: a libiscsi
+// connection, or a disk of the host's initiator): what every login of a
 // single-writer volume must do before its first write, and undo when the volume is given up.
 //
 // A node's keys share their upper 32 bits (iscsi/persistent_reservation.h); every claim and
@@ -20,7 +21,7 @@
 #include <optional>
 
 #include "base/status.h"
-#include "iscsi/libiscsi_connection.h"
+#include "iscsi/persistent_reservation.h"
 
 namespace stagehand::iscsi {
 
@@ -55,18 +56,24 @@ struct Claim {
 //   persisting them, as tgt does): then this is a first claim again.
 // Unimplemented: the target does not support persistent reservations.
 // Others: the commands' errors (the connection failed).
-absl::StatusOr<Claim> ClaimReservation(Connection& conn, uint64_t node_key,
+absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_key,
                                        std::optional<uint32_t> held_at, uint64_t takeover_key = 0);
+
+// What a stage of a single-node volume says when ClaimReservation failed with `status`:
+// Unavailable "in use on another node" for FailedPrecondition (retried by the kubelet, like its
+// Multi-Attach error; the holder's key kept as kHolderKeyPayload), FailedPrecondition naming
+// takeoverAfter "off" for Unimplemented, the same code with the cause otherwise.
+absl::Status StageRefusal(const absl::Status& status);
 
 // Registers this nexus under a fresh key of the node of `node_key` beside another nexus of the
 // node that holds the LUN (a process taking a volume over while the one that serves it still
 // does, which must not lose its registration meanwhile): under Write Exclusive - Registrants
 // Only every registrant may write. Returns the key. PermissionDenied when no key of the node is
 // registered (fenced, or the target forgot it: the next reconnect's claim tells which).
-absl::StatusOr<uint64_t> JoinReservation(Connection& conn, uint64_t node_key);
+absl::StatusOr<uint64_t> JoinReservation(ReservationChannel& conn, uint64_t node_key);
 
 // Gives the LUN up: releases the reservation when the node of `node_key` holds it and removes
 // every registration of the node (this nexus's and those left on nexuses that are gone).
-absl::Status ReleaseReservation(Connection& conn, uint64_t node_key);
+absl::Status ReleaseReservation(ReservationChannel& conn, uint64_t node_key);
 
 }  // namespace stagehand::iscsi

@@ -56,34 +56,14 @@ absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t no
   if (claimed.ok()) {
     return claimed;
   }
-  const absl::Status& status = claimed.status();
-  switch (status.code()) {
-    case absl::StatusCode::kFailedPrecondition: {
-      // Like the kubelet's Multi-Attach error: the stage is retried, and succeeds once the
-      // holder has released the LUN, or has been dead for the takeover time.
-      absl::Status busy = absl::UnavailableError(
-          absl::StrCat("the volume is in use on another node: ", status.message(),
-                       ". It is staged here once that node unstages it, or once its key has not "
-                       "moved for the takeover time (a dead node)"));
-      iscsi::SetHolderKey(busy, iscsi::HolderKeyOf(status));
-      return busy;
-    }
-    case absl::StatusCode::kUnimplemented:
-      if (optional) {
-        std::fprintf(stderr,
-                     "stagehand-session: the target does not support SCSI-3 persistent "
-                     "reservations: the volume is served without one (takeoverAfter off), and "
-                     "another node could write to it too\n");
-        return iscsi::Claim{};
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the target does not support SCSI-3 persistent reservations (", status.message(),
-          "): a single-node volume needs them to keep another node from writing to it; to stage "
-          "it without that protection, set takeoverAfter: \"off\" in its volume context"));
-    default:
-      return absl::Status(status.code(),
-                          absl::StrCat("cannot reserve the LUN for this node: ", status.message()));
+  if (optional && absl::IsUnimplemented(claimed.status())) {
+    std::fprintf(stderr,
+                 "stagehand-session: the target does not support SCSI-3 persistent "
+                 "reservations: the volume is served without one (takeoverAfter off), and "
+                 "another node could write to it too\n");
+    return iscsi::Claim{};
   }
+  return iscsi::StageRefusal(claimed.status());
 }
 
 absl::Status ReleaseForVolume(const state::v1::SessionConfig& config, uint64_t node_key) {

@@ -103,6 +103,11 @@ SessionDescription Registry::Describe(const state::v1::SessionRecord& session) {
   return t.ok() ? (*t)->Describe(session) : SessionDescription{};
 }
 
+absl::Status Registry::Resume(const state::v1::SessionRecord& session) {
+  SH_ASSIGN_OR_RETURN(Transport * t, For(session));
+  return t->Resume(session);
+}
+
 absl::StatusOr<std::optional<state::v1::SessionRecord>> Registry::Upgrade(
     const state::v1::SessionRecord& session) {
   SH_ASSIGN_OR_RETURN(Transport * t, For(session));

@@ -49,6 +49,7 @@ class Registry final : public Transport {
   absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
   SessionHealth Health(const state::v1::SessionRecord& session) override;
   SessionDescription Describe(const state::v1::SessionRecord& session) override;
+  absl::Status Resume(const state::v1::SessionRecord& session) override;
   absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
       const state::v1::SessionRecord& session) override;
   std::vector<SessionSample> Sessions() override;

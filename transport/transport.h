@@ -43,8 +43,8 @@ struct AttachRequest {
   // Non-zero: reserve the LUN for this node's writes under this key (a SCSI-3 persistent
   // reservation, iscsi/reservation_claim.h) before the LUN is exposed, and keep it on every
   // new login; the attach fails with Unavailable while another node holds it (the holder's
-  // key as iscsi::kHolderKeyPayload). The userspace transport does; the kernel transport does
-  // not reserve yet.
+  // key as iscsi::kHolderKeyPayload). The userspace transport in its session process, the kernel
+  // transport on every path's disk (renewed by the agent).
   uint64_t reservation_key = 0;
   // How often the registration moves to a fresh key (seconds; 0: never): a third of the
   // takeover time.
@@ -163,6 +163,13 @@ class Transport {
   virtual SessionDescription Describe(const state::v1::SessionRecord& session) {
     (void)session;
     return {};
+  }
+
+  // Takes up, after an agent (re)start, what the transport does for a staged session in the
+  // background (the kernel transport's renewal of the LUN's reservation). Idempotent.
+  virtual absl::Status Resume(const state::v1::SessionRecord& session) {
+    (void)session;
+    return absl::OkStatus();
   }
 
   // Hands the session to a process of the transport's own build when another build serves it

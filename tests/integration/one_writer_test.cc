@@ -347,6 +347,56 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   EXPECT_TRUE(ReservationsNow().keys.empty());
 }
 
+// An operator hands the LUN of a holder it takes for dead to another node (stagehandctl
+// --take-over-for, with a confirmation): no one else can stage it meanwhile, the other node's
+// stage then has it, and the holder, alive after all, is fenced.
+TEST_F(OneWriterTest, AnOperatorHandsTheLunToAnotherNodeAndTheHolderIsFenced) {
+  const std::string target = root_ + "/dev-a";
+  ASSERT_TRUE(Stage(StageRequest("vol-h", /*block=*/true)).ok());
+  ASSERT_TRUE(Publish(PublishRequest("vol-h", target, /*block=*/true)).ok());
+  const std::vector<std::string> take = {STAGEHANDCTL_BINARY,
+                                         "iscsi",
+                                         "reservation",
+                                         "--portal",
+                                         tgtd_->portal(),
+                                         "--iqn",
+                                         Iqn(),
+                                         "--lun",
+                                         "1",
+                                         "--take-over-for",
+                                         kOtherNode};
+  auto unconfirmed = RunProcess(take);
+  ASSERT_TRUE(unconfirmed.ok());
+  EXPECT_NE(unconfirmed->exit_code, 0);
+  EXPECT_THAT(unconfirmed->output, HasSubstr("--holder-is-dead"));
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_)) << "nothing taken without the confirmation";
+  std::vector<std::string> confirmed_args = take;
+  confirmed_args.emplace_back("--holder-is-dead");
+  auto confirmed = RunProcess(confirmed_args);
+  ASSERT_TRUE(confirmed.ok());
+  ASSERT_EQ(confirmed->exit_code, 0) << confirmed->output;
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
+
+  EXPECT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), EIO);
+  EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::FENCED;
+  }));
+  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  ASSERT_TRUE(OtherStage(OtherStageRequest("vol-h", /*block=*/true)).ok());
+  const iscsi::Reservations now = ReservationsNow();
+  EXPECT_TRUE(HeldBy(now, key_b_));
+  EXPECT_EQ(now.keys.size(), 1u) << "the other node took the operator's registration over";
+  EXPECT_TRUE(Unpublish("vol-h", target).ok());
+  EXPECT_TRUE(Unstage("vol-h", Staging("vol-h")).ok());
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
+  csi::v1::NodeUnstageVolumeRequest unstage;
+  unstage.set_volume_id("vol-h");
+  unstage.set_staging_target_path(OtherStaging("vol-h"));
+  csi::v1::NodeUnstageVolumeResponse unstaged;
+  EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
+}
+
 // The holder renews its key every second (takeoverAfter 3): another node's stages are refused
 // across several renewals; once every process of the holder's node is stopped (SIGSTOP), its
 // key stands still and a stage takes the LUN over after the takeover time; the holder, thawed,

@@ -17,6 +17,14 @@
 #     session or disk left), stage again (same filesystem, same data), expansion (below),
 #     unstage;
 #  2. a wrong CHAP secret: stage fails with UNAUTHENTICATED and leaves nothing behind;
+#  2b. one writer per LUN (agent started with --takeover-after 3: renewals every second), with
+#     stagehandctl through libiscsi as the other node (an initiator of its own): every stage of
+#     this single-node volume reserves the LUN for node "guest" (one registration per path: 1,
+#     then 2 under dm-multipath) and leaves none after unstage; a stage while node "other" holds
+#     it is UNAVAILABLE and leaves nothing; the guest's key moves (renewal); taken over for
+#     "other" (--take-over-for), the guest shows Fenced, its writes fail (fsync through ext4,
+#     O_DIRECT on the disk), it never registers again, and unpublish + unstage finish and leave
+#     the other node's reservation alone;
 #  3. two portals: a dm-multipath map over two paths, expansion (below); the host drops the
 #     second portal on request (console line "STAGEHAND-HOST-REQUEST drop-portal <port>", see
 #     run_transport.sh); once the kernel failed that path, write + fsync + read back through the
@@ -176,6 +184,18 @@ dm_path_state() {
   done
   return 1
 }
+# The LUN's SCSI-3 persistent reservation, as another node sees it: stagehandctl through
+# libiscsi, an initiator of its own (another I_T nexus).
+other_iqn=iqn.2026-12.dev.stagehand:other-node
+reservation() { # [ARGS...]: the LUN's reservation as the other initiator sees it (text)
+  "$stagehandctl" iscsi reservation --portal "$host:$port" --iqn "$iqn" --lun "$lun" \
+    --initiator-name "$other_iqn" --secrets-file /root/secrets/good.yaml \
+    --node-id guest --node-id other "$@" 2>&1
+}
+holder_is() { reservation | grep -qE "^reservation: +0x[0-9a-f]{16} \(node $1\)"; }
+holder_key() { reservation | sed -nE 's/^reservation: +(0x[0-9a-f]{16}) .*/\1/p'; }
+guest_keys() { reservation | grep -cE '^  0x[0-9a-f]{16} \(node guest\)' || true; }
+
 # --- volume expansion --------------------------------------------------------------------------
 MiB=1048576
 disk_bytes() { echo $(($(<"/sys/block/$1/size") * 512)); } # the kernel's size of block device $1
@@ -339,7 +359,7 @@ probe() {
 start_stagehand() { # TRANSPORT (--iscsi-transport)
   env -i PATH="$PATH" HOME=/root "$stagehand" --iscsi-transport="$1" --csi-endpoint "$endpoint" \
     --state-dir /var/lib/stagehand --runtime-dir /run/stagehand --no-watch-plugins --node-id guest \
-    --log-level debug </dev/null >>"$shlog" 2>&1 &
+    --takeover-after 3 --log-level debug </dev/null >>"$shlog" 2>&1 &
   shpid=$!
   if ! until_deadline 30 probe; then
     stagehand_alive || fail "stagehand exited at start (unknown flag? see its log below)"
@@ -391,6 +411,8 @@ grep -q -- "$serial" "/sys/block/$sd/device/vpd_pg80" || fail "/dev/$sd: serial 
 [[ $(sd_disks) == "$sd" ]] || fail "disks besides LUN $lun were scanned: $(sd_disks | tr '\n' ' ')"
 [[ -z $canary_lun ]] || ! lun_disk "$s1" "$canary_lun" >/dev/null ||
   fail "LUN $canary_lun was scanned although only LUN $lun was staged"
+holder_is guest || fail "v1 is not reserved for node guest: $(reservation)"
+[[ $(guest_keys) == 1 ]] || fail "not one registration of the guest for v1: $(reservation)"
 ok "staged: $stage_dir/v1: ext4 on /dev/$sd, LUN $lun (serial $serial) of ${s1##*/}" \
   "(LOGGED_IN), no other disk"
 
@@ -475,7 +497,8 @@ ctl node unstage --volume-id v1 --staging-path "$stage_dir/v1" || fail "unstage 
 udevadm wait --removed --timeout=10 "/dev/$sd" || fail "/dev/$sd still there after unstage"
 [[ -z $(leftovers) ]] || fail "left after the second unstage: $(leftovers)"
 check_secret_hidden "$chap_password" "stage v1 again"
-ok "unpublish + unstage v1 again: nothing left"
+reservation | grep -qx 'registrations: none' || fail "left registered after unstage: $(reservation)"
+ok "unpublish + unstage v1 again: nothing left, no registration"
 
 # --- wrong CHAP secret -------------------------------------------------------------------------
 rc=0
@@ -497,6 +520,58 @@ grep -qi unauthenticated <<<"$err" ||
   fail "stage with a wrong mutual CHAP secret: not UNAUTHENTICATED: $err"
 [[ -z $(leftovers) ]] || fail "left after the failed mutual stage: $(leftovers)"
 ok "stage with a wrong mutual CHAP (target) secret: UNAUTHENTICATED, nothing left"
+
+# --- one writer per LUN: the reservation -------------------------------------------------------
+r=$(reservation --take-over-for other --holder-is-dead) || fail "reserve for other: $r"
+holder_is other || fail "the LUN is not reserved for node other: $(reservation)"
+rc=0
+err=$(ctl node stage --volume-id v-r --staging-path "$stage_dir/v-r" "${ctx[@]}" \
+  --secrets-file /root/secrets/good.yaml 2>&1) || rc=$?
+[[ $rc != 0 ]] || fail "stage of a LUN another node holds succeeded"
+grep -q UNAVAILABLE <<<"$err" && grep -q "in use on another node" <<<"$err" ||
+  fail "stage of a LUN another node holds: not UNAVAILABLE 'in use on another node': $err"
+[[ -z $(leftovers) && $(count_sessions) == 0 ]] ||
+  fail "left after the refused stage: $(leftovers) $(sessions | tr '\n' ' ')"
+[[ $(guest_keys) == 0 ]] || fail "the refused stage left a registration: $(reservation)"
+ok "stage while node other holds the LUN: UNAVAILABLE (in use on another node), no session," \
+  "disk or registration left"
+
+r=$(reservation --release-node other --node-is-dead) || fail "release node other: $r"
+ctl node stage --volume-id v-r --staging-path "$stage_dir/v-r" "${ctx[@]}" \
+  --secrets-file /root/secrets/good.yaml || fail "stage v-r once the LUN is free"
+holder_is guest || fail "the LUN is not reserved for the guest after its stage: $(reservation)"
+[[ $(guest_keys) == 1 ]] || fail "not one registration of the guest: $(reservation)"
+first_key=$(holder_key)
+key_moved() { [[ $(holder_key) != "$first_key" ]] && holder_is guest; }
+until_deadline 15 key_moved || fail "the guest's key did not move (renewal): $(reservation)"
+ctl node publish --volume-id v-r --staging-path "$stage_dir/v-r" --target-path "$pub_dir/v-r" ||
+  fail "publish v-r"
+dd if=/dev/urandom of="$pub_dir/v-r/before" bs=64k count=4 conv=fsync status=none ||
+  fail "write to the reserved volume"
+ok "stage + publish v-r: reserved for node guest on its one path, key renewed" \
+  "($first_key -> $(holder_key)), write + fsync"
+
+r=$(reservation --take-over-for other --holder-is-dead) || fail "take over for other: $r"
+holder_is other || fail "the takeover did not reserve the LUN for node other: $(reservation)"
+fenced() { ctl node health --volume-id v-r 2>&1 | grep -q Fenced; }
+until_deadline 15 fenced || fail "v-r does not show Fenced: $(ctl node health --volume-id v-r 2>&1)"
+if dd if=/dev/zero of="$pub_dir/v-r/after" bs=64k count=4 conv=fsync status=none 2>/dev/null; then
+  fail "a write + fsync of the fenced node succeeded"
+fi
+sd=$(mounted_block "$stage_dir/v-r") || fail "$stage_dir/v-r is not mounted"
+if dd if=/dev/zero of="/dev/$sd" bs=4k count=1 seek=100 oflag=direct status=none 2>/dev/null; then
+  fail "a direct write of the fenced node to /dev/$sd succeeded"
+fi
+[[ $(guest_keys) == 0 ]] || fail "the fenced node registered again: $(reservation)"
+ok "taken over by node other: v-r Fenced, the guest's writes fail (fsync, O_DIRECT), it never" \
+  "registers again"
+ctl node unpublish --volume-id v-r --target-path "$pub_dir/v-r" || fail "unpublish fenced v-r"
+ctl node unstage --volume-id v-r --staging-path "$stage_dir/v-r" || fail "unstage fenced v-r"
+[[ -z $(leftovers) && $(count_sessions) == 0 ]] ||
+  fail "left after unstage of the fenced volume: $(leftovers) $(sessions | tr '\n' ' ')"
+holder_is other || fail "the fenced node's unstage touched node other's reservation: $(reservation)"
+r=$(reservation --release-node other --node-is-dead) || fail "release node other: $r"
+ok "unpublish + unstage of the fenced v-r: nothing left, node other's reservation untouched"
 
 # --- two portals: dm-multipath, losing one path ------------------------------------------------
 multipathd show daemon >/dev/null || fail "multipathd is not running (guest.sh --multipathd)"
@@ -530,6 +605,8 @@ two_active() {
 until_deadline 10 two_active ||
   fail "multipathd does not show $sd1 and $sd2 active: $(multipathd show topology)"
 multipathd show topology
+holder_is guest || fail "v3 is not reserved for node guest: $(reservation)"
+[[ $(guest_keys) == 2 ]] || fail "not one registration of the guest per path of v3: $(reservation)"
 [[ $(blkid -p -o value -s TYPE "/dev/$dm") == ext4 ]] || fail "/dev/$dm is not ext4"
 ok "stage v3: two portals, mutual CHAP, $stage_dir/v3: ext4 on /dev/$dm (map $map) over $sd1 (port $port)" \
   "and $sd2 (port $port2), both active"
@@ -695,6 +772,7 @@ ctl node unstage --volume-id v3 --staging-path "$stage_dir/v3" ||
 udevadm wait --removed --timeout=10 "/dev/$sd1" "/dev/$sd2" "/dev/$dm" ||
   fail "devices left after unstage v3: $(leftovers)"
 [[ -z $(leftovers) ]] || fail "left after unstage v3: $(leftovers)"
+reservation | grep -qx 'registrations: none' || fail "left registered after unstage v3: $(reservation)"
 check_secret_hidden "$chap_password" "multipath"
 check_secret_hidden "$chap_password_in" "multipath (mutual CHAP)"
 ok "unpublish + unstage v3 by the restarted agent, from its records: map removed, both" \

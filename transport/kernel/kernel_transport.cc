@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "iscsi/state_conversions.h"
+#include "transport/kernel/disk_reservations.h"
 
 namespace stagehand::transport::kernel {
 namespace {
@@ -44,7 +45,19 @@ absl::Status ReleaseBlockDevice(const std::string& device) {
     }
     return ErrnoStatus(errno, absl::StrCat("open ", device));
   }
-  if (::fsync(fd.Get()) != 0 || ::ioctl(fd.Get(), BLKFLSBUF, 0) != 0) {
+  if (::fsync(fd.Get()) != 0) {
+    if (errno != EBADE) {
+      return ErrnoStatus(errno, absl::StrCat("flush the buffers of ", device));
+    }
+    // EBADE is the block layer's RESERVATION CONFLICT: another node holds the LUN (this one is
+    // fenced), and what this node did not write never will be; the device goes all the same.
+    Log(kComponent)
+        .warn(
+            "{}: the target refuses this node's writes (another node holds the LUN's "
+            "reservation): what was not written yet is dropped",
+            device);
+  }
+  if (::ioctl(fd.Get(), BLKFLSBUF, 0) != 0) {
     return ErrnoStatus(errno, absl::StrCat("flush the buffers of ", device));
   }
   return absl::OkStatus();
@@ -88,6 +101,20 @@ KernelTransport::KernelTransport(KernelTransportOptions options)
   if (!options_.release) {
     options_.release = ReleaseBlockDevice;
   }
+  if (!options_.open_reservations) {
+    options_.open_reservations =
+        [this](
+            const std::string& disk) -> absl::StatusOr<std::unique_ptr<iscsi::ReservationChannel>> {
+      if (const std::string state = sysfs_.DiskState(disk); state != "running") {
+        return absl::UnavailableError(
+            absl::StrCat(disk, " is ", state.empty() ? std::string("gone") : state));
+      }
+      SH_ASSIGN_OR_RETURN(std::unique_ptr<DiskReservations> d,
+                          DiskReservations::Open(DevNode(disk)));
+      return std::unique_ptr<iscsi::ReservationChannel>(std::move(d));
+    };
+  }
+  renewer_ = std::make_unique<ReservationRenewer>(options_.open_reservations);
 }
 
 std::string KernelTransport::DevNode(std::string_view block) const {
@@ -319,6 +346,7 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
           *ours.add_paths() = rec.paths(i);
         }
       }
+      Unreserve(rec);  // What this attach claimed: a failed stage keeps no node out.
       if (auto s = DetachLocked(ours, *watch); !s.ok()) {
         Log(kComponent)
             .error("volume '{}': cleanup after a failed kernel attach failed: {}",
@@ -363,6 +391,11 @@ absl::StatusOr<Attachment> KernelTransport::Attach(const AttachRequest& request)
     Log(kComponent)
         .info("volume '{}': LUN {} of {} at {} is {} ({})", request.volume_id, target.lun,
               target.iqn, portal.ToString(), DevNode(disk), iscsi::DescribeIdentity(id));
+  }
+  // Reserved before the LUN is handed over, so before the first write of any kind; before the
+  // map too: every path is registered before I/O can take it.
+  if (request.reservation_key != 0) {
+    SH_RETURN_IF_ERROR(Reserve(request, disks, a));
   }
   std::string top = disks.front();
   rec.set_device(DevNode(top));
@@ -488,7 +521,14 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& record) {
     working = 0;
   }
   h.message = absl::StrJoin(problems, "; ");
-  if (identity_changed) {
+  std::optional<ReservationRenewer::State> reservation;
+  if (!session.reservation_file().empty()) {
+    reservation = renewer_->Get(session.reservation_file());
+  }
+  if (reservation && reservation->fenced) {
+    h.reason = health::Reason::kFenced;
+    h.message = reservation->message;
+  } else if (identity_changed) {
     h.reason = health::Reason::kLunIdentityChanged;
   } else if (working == 0) {
     // The same reasons as the userspace transport's: reconnecting heals by itself.
@@ -498,6 +538,11 @@ SessionHealth KernelTransport::Health(const state::v1::SessionRecord& record) {
   } else if (!problems.empty()) {
     h.reason = health::Reason::kMultipathDegraded;
     h.message = absl::StrCat(working, " of ", session.paths_size(), " paths working: ", h.message);
+  } else if (session.unreserved()) {
+    h.reason = health::Reason::kUnreserved;
+    h.message =
+        "the target has no SCSI-3 persistent reservations: this single-node volume is staged "
+        "without one (takeoverAfter off), and nothing keeps another node from writing to it";
   }
   return h;
 }

@@ -15,6 +15,7 @@
 #include "transport/kernel/device_watch.h"
 #include "transport/kernel/iscsiadm.h"
 #include "transport/kernel/kernel_sysfs.h"
+#include "transport/kernel/reservation_renewer.h"
 #include "transport/transport.h"
 
 namespace stagehand::transport::kernel {
@@ -32,6 +33,10 @@ struct KernelTransportOptions {
   // Scans one LUN of a SCSI host and returns when the scan is done. KernelSysfs::ScanLun when
   // empty.
   std::function<absl::Status(int host, uint32_t lun)> scan;
+  // The reservation commands on a path's disk ("sdb"): DiskReservations on its device node
+  // when empty (refused while the disk is not running: a command to a path that is down waits
+  // for the kernel's replacement timeout).
+  OpenReservations open_reservations;
   std::chrono::seconds login_timeout{45};
   std::chrono::seconds device_timeout{30};
   std::chrono::seconds map_timeout{30};
@@ -51,6 +56,8 @@ class KernelTransport : public Transport {
   absl::Status Detach(const state::v1::SessionRecord& session) override;
   absl::StatusOr<uint64_t> RefreshCapacity(const state::v1::SessionRecord& session) override;
   SessionHealth Health(const state::v1::SessionRecord& session) override;
+  SessionDescription Describe(const state::v1::SessionRecord& session) override;
+  absl::Status Resume(const state::v1::SessionRecord& session) override;
 
  private:
   // How long one iscsiadm or multipath(d) call may take.
@@ -75,9 +82,17 @@ class KernelTransport : public Transport {
   absl::Status RemovePath(const state::v1::KernelSessionRecord& session,
                           const state::v1::KernelPath& path, DeviceWatch& watch);
   std::string DevNode(std::string_view block) const;
+  // Claims the LUN behind `disks` for `request`'s single-node volume and renews it from now on
+  // (kernel_reservation.cc): records the reservation file, or that the volume is unreserved.
+  absl::Status Reserve(const AttachRequest& request, const std::vector<std::string>& disks,
+                       Attachment& a);
+  // Stops renewing and gives up the reservation of `session` (logged when it cannot: other
+  // nodes then wait for the takeover time).
+  void Unreserve(const state::v1::KernelSessionRecord& session);
 
   KernelTransportOptions options_;
   KernelSysfs sysfs_;
+  std::unique_ptr<ReservationRenewer> renewer_;
   // Serialises attach, detach and capacity refresh: logins, scans and the last-LUN-out logout
   // of a shared session must not interleave.
   Mutex mu_;

@@ -28,6 +28,16 @@ iscsi::Portal PathPortal(const state::v1::KernelPath& path) {
 absl::Status KernelTransport::Detach(const state::v1::SessionRecord& session) {
   MutexLock lock(mu_);
   SH_ASSIGN_OR_RETURN(std::unique_ptr<DeviceWatch> watch, options_.watch());
+  if (!session.kernel().reservation_file().empty() && !session.kernel().device().empty()) {
+    // The reservation goes last of what the volume holds, but before its disks: never while
+    // something (the staging mount) may still write. (Other errors, such as a flush that fails
+    // on a fenced LUN, are the disks' removal's to report.)
+    if (absl::Status idle = options_.release(session.kernel().device());
+        absl::IsFailedPrecondition(idle)) {
+      return idle;
+    }
+  }
+  Unreserve(session.kernel());
   return DetachLocked(session.kernel(), *watch);
 }
 

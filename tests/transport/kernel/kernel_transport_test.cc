@@ -16,10 +16,13 @@
 #include <gtest/gtest.h>
 
 #include "base/file_io.h"
+#include "iscsi/persistent_reservation.h"
+#include "iscsi/reservation_claim.h"
 #include "iscsi/state_conversions.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/transport/kernel/fake_kernel_host.h"
+#include "tests/transport/kernel/fake_reservation_target.h"
 
 namespace stagehand::transport::kernel {
 namespace {
@@ -69,6 +72,78 @@ TEST(KernelTransportTest, AttachLogsInScansOneLunAndDetachLogsOut) {
   EXPECT_EQ(host.Sessions(), 0);
   EXPECT_FALSE(fs::exists(host.NodeRecord("127.0.0.1:3260")));  // The secret is gone too.
   EXPECT_THAT(t.Detach(a->session), IsOk());                    // Idempotent.
+}
+
+// A single-node volume's attach, with the LUN's reservations kept by a fake target.
+class KernelReservationTest : public ::testing::Test {
+ protected:
+  KernelReservationTest() {
+    KernelTransportOptions o = host_.Options();
+    o.open_reservations = [this](const std::string& disk)
+        -> absl::StatusOr<std::unique_ptr<iscsi::ReservationChannel>> { return lun_.Nexus(disk); };
+    transport_ = std::make_unique<KernelTransport>(std::move(o));
+  }
+
+  AttachRequest Reserved() {
+    AttachRequest req = Request(1);
+    req.runtime_dir = run_.path() + "/v";
+    req.reservation_key = iscsi::NodeKey("node-a", 0);
+    req.reservation_renew_seconds = 10;
+    return req;
+  }
+
+  FakeHost host_;
+  testing::FakeReservationTarget lun_;
+  ::stagehand::testing::TempDir run_;
+  std::unique_ptr<KernelTransport> transport_;
+};
+
+TEST_F(KernelReservationTest, ASingleNodeAttachReservesTheLunAndDetachReleasesIt) {
+  auto a = transport_->Attach(Reserved());
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(lun_.holder(), "sda");
+  EXPECT_TRUE(iscsi::IsNodeKey(lun_.KeyOf("sda"), "node-a"));
+  const std::string file = a->session.kernel().reservation_file();
+  EXPECT_TRUE(fs::exists(file));
+  EXPECT_EQ(transport_->Describe(a->session).reservation_key, lun_.KeyOf("sda"));
+  EXPECT_TRUE(transport_->Health(a->session).Usable());
+
+  ASSERT_THAT(transport_->Detach(a->session), IsOk());
+  EXPECT_EQ(lun_.registrations(), 0u);
+  EXPECT_FALSE(lun_.holder().has_value());
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(host_.DiskExists("sda"));
+}
+
+TEST_F(KernelReservationTest, AnotherNodesReservationRefusesTheAttachAndLeavesNothing) {
+  auto theirs =
+      iscsi::ClaimReservation(*lun_.Nexus("other"), iscsi::NodeKey("node-b", 0), std::nullopt);
+  ASSERT_THAT(theirs.status(), IsOk());
+
+  auto a = transport_->Attach(Reserved());
+
+  EXPECT_THAT(a.status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("in use on another node")));
+  EXPECT_EQ(iscsi::HolderKeyOf(a.status()), theirs->key);
+  EXPECT_EQ(lun_.KeyOf("sda"), 0u);
+  EXPECT_FALSE(host_.DiskExists("sda"));
+  EXPECT_EQ(host_.Sessions(), 0);
+}
+
+TEST_F(KernelReservationTest, ATargetWithoutReservationsIsRefusedUnlessTheVolumeSaysOff) {
+  lun_.unsupported = true;
+  EXPECT_THAT(transport_->Attach(Reserved()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("takeoverAfter")));
+  EXPECT_EQ(host_.Sessions(), 0);
+
+  AttachRequest off = Reserved();
+  off.reservation_optional = true;
+  auto a = transport_->Attach(off);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_TRUE(a->session.kernel().unreserved());
+  EXPECT_TRUE(transport_->Describe(a->session).unreserved);
+  EXPECT_EQ(transport_->Health(a->session).reason, health::Reason::kUnreserved);
+  ASSERT_THAT(transport_->Detach(a->session), IsOk());
 }
 
 TEST(KernelTransportTest, WrongChapIsUnauthenticatedAndLeavesNothing) {

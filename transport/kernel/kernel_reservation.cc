@@ -1,0 +1,118 @@
+// KernelTransport's reservations: a single-node volume's LUN claimed on every path before the
+// attach returns (so before any fsck, mkfs or mount), renewed while it is staged, given up at
+// detach (transport/kernel/reservation_renewer.h).
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include <absl/strings/str_cat.h>
+
+#include "base/file_io.h"
+#include "base/log.h"
+#include "iscsi/reservation_claim.h"
+#include "transport/kernel/kernel_transport.h"
+
+namespace stagehand::transport::kernel {
+namespace {
+
+constexpr LogComponent kComponent = LogComponent::kSessions;
+
+// Where a volume's keys are kept: its private runtime directory.
+std::string ReservationFile(const std::string& runtime_dir) {
+  return absl::StrCat(runtime_dir, "/kernel-reservation");
+}
+
+}  // namespace
+
+absl::Status KernelTransport::Reserve(const AttachRequest& request,
+                                      const std::vector<std::string>& disks, Attachment& a) {
+  state::v1::KernelSessionRecord& rec = *a.session.mutable_kernel();
+  if (request.runtime_dir.empty()) {
+    return absl::InvalidArgumentError("a reserved volume needs a runtime directory");
+  }
+  const std::string file = ReservationFile(request.runtime_dir);
+  // A re-stage of a volume held here: the claim below takes the node's registrations over.
+  (void)renewer_->Drop(file);
+  uint64_t took_over_from = 0;
+  auto claimed = ClaimPaths(options_.open_reservations, disks, request.reservation_key,
+                            request.takeover_key, &took_over_from);
+  if (!claimed.ok() && absl::IsUnimplemented(claimed.status()) && request.reservation_optional) {
+    Log(kComponent)
+        .warn(
+            "volume '{}': the target does not support SCSI-3 persistent reservations: served "
+            "without one (takeoverAfter off), and another node could write to it too",
+            request.volume_id);
+    rec.set_unreserved(true);
+    return absl::OkStatus();
+  }
+  if (!claimed.ok()) {
+    return absl::IsUnimplemented(claimed.status()) ? iscsi::StageRefusal(claimed.status())
+                                                   : claimed.status();
+  }
+  claimed->set_renew_seconds(request.reservation_renew_seconds);
+  absl::Status held = MakeDirs(request.runtime_dir, 0700);
+  if (held.ok()) {
+    held = renewer_->Hold(file, *claimed);
+  }
+  if (!held.ok()) {
+    if (auto released = ReleasePaths(options_.open_reservations, *claimed); !released.ok()) {
+      Log(kComponent).warn("volume '{}': {}", request.volume_id, released);
+    }
+    return held;
+  }
+  rec.set_reservation_file(file);
+  a.took_over_from = took_over_from;
+  Log(kComponent)
+      .info("volume '{}': LUN reserved for this node under key {} on {} path(s)", request.volume_id,
+            iscsi::FormatKey(claimed->paths(0).key()), claimed->paths_size());
+  return absl::OkStatus();
+}
+
+void KernelTransport::Unreserve(const state::v1::KernelSessionRecord& session) {
+  const std::string& file = session.reservation_file();
+  if (file.empty()) {
+    return;
+  }
+  std::optional<state::v1::KernelReservation> reservation = renewer_->Drop(file);
+  if (!reservation) {
+    // Not held by this process (an agent that restarted before its resume): the file says.
+    auto text = ReadFileToString(file);
+    state::v1::KernelReservation read;
+    if (text.ok() && read.ParseFromString(*text)) {
+      reservation = std::move(read);
+    }
+  }
+  if (reservation) {
+    if (auto released = ReleasePaths(options_.open_reservations, *reservation); !released.ok()) {
+      Log(kComponent)
+          .warn(
+              "cannot release the LUN's reservation ({}): other nodes cannot stage it until this "
+              "node's key is taken over or released (stagehandctl iscsi reservation)",
+              released);
+    }
+  }
+  if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
+    Log(kComponent).warn("cannot remove {}: {}", file, ErrnoStatus(errno, "unlink"));
+  }
+}
+
+absl::Status KernelTransport::Resume(const state::v1::SessionRecord& session) {
+  const std::string& file = session.kernel().reservation_file();
+  return file.empty() ? absl::OkStatus() : renewer_->Resume(file);
+}
+
+SessionDescription KernelTransport::Describe(const state::v1::SessionRecord& session) {
+  SessionDescription d;
+  d.transport = kName;
+  d.unreserved = session.kernel().unreserved();
+  if (const std::string& file = session.kernel().reservation_file(); !file.empty()) {
+    if (auto state = renewer_->Get(file); state && !state->fenced) {
+      d.reservation_key = state->key;
+    }
+  }
+  return d;
+}
+
+}  // namespace stagehand::transport::kernel
