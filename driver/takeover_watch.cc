@@ -12,12 +12,13 @@ uint64_t TakeoverWatch::KeyToTakeOver(const std::string& volume_id,
   return it->second.key;
 }
 
-void TakeoverWatch::Refused(const std::string& volume_id, uint64_t key) {
+void TakeoverWatch::Refused(const std::string& volume_id, uint64_t key, uint64_t node_keys) {
   MutexLock lock(mu_);
   ++Tally(volume_id).refusals;
-  auto [it, added] = seen_.try_emplace(volume_id, Seen{key, clock_.Now()});
-  if (!added && it->second.key != key) {
-    it->second = Seen{key, clock_.Now()};
+  const Seen now{.key = key, .node_keys = node_keys, .since = clock_.Now()};
+  auto [it, added] = seen_.try_emplace(volume_id, now);
+  if (!added && (it->second.key != key || it->second.node_keys != node_keys)) {
+    it->second = now;
   }
 }
 

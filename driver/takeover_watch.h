@@ -38,8 +38,11 @@ class TakeoverWatch {
   uint64_t KeyToTakeOver(const std::string& volume_id, std::chrono::seconds after) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A stage of `volume_id` found `key` holding its LUN. A new key restarts the wait.
-  void Refused(const std::string& volume_id, uint64_t key) ABSL_LOCKS_EXCLUDED(mu_);
+  // A stage of `volume_id` found `key` holding its LUN, and `node_keys` (a digest of every key
+  // of the holder's node; 0: unknown). A new key, or a new digest (another path of the holder
+  // renewed), restarts the wait.
+  void Refused(const std::string& volume_id, uint64_t key, uint64_t node_keys = 0)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // `volume_id` was staged, or the wait is over for another reason. The tally stays.
   void Forget(const std::string& volume_id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -53,6 +56,7 @@ class TakeoverWatch {
  private:
   struct Seen {
     uint64_t key = 0;
+    uint64_t node_keys = 0;
     Clock::TimePoint since;
   };
 

@@ -167,7 +167,7 @@ absl::Status VolumeStager::Stage(const csi::v1::NodeStageVolumeRequest& req,
   if (!attached.ok()) {
     // Another node holds the LUN: how long its key stays unchanged tells a dead holder.
     if (const uint64_t holder = iscsi::HolderKeyOf(attached.status()); holder != 0) {
-      takeovers_.Refused(req.volume_id(), holder);
+      takeovers_.Refused(req.volume_id(), holder, iscsi::HolderNodeKeysOf(attached.status()));
     }
     return attached.status();
   }

@@ -29,12 +29,22 @@ std::string Holder(const std::optional<uint64_t>& holder) {
   return holder ? absl::StrCat("key ", FormatKey(*holder)) : std::string("no holder now");
 }
 
-absl::Status HeldByAnother(const std::optional<uint64_t>& holder) {
+absl::Status HeldByAnother(const Reservations& r) {
   absl::Status s = absl::FailedPreconditionError(
-      absl::StrCat("the LUN is reserved by another node (", Holder(holder),
+      absl::StrCat("the LUN is reserved by another node (", Holder(r.holder),
                    "; `stagehandctl iscsi key --node-id ID` prints the key prefix of a node id)"));
-  SetHolderKey(s, holder.value_or(0));
+  SetHolderKey(s, r.holder.value_or(0));
+  SetHolderNodeKeys(s, r.holder ? NodeKeysDigest(r, *r.holder) : 0);
   return s;
+}
+
+absl::StatusOr<uint64_t> PayloadNumber(const absl::Status& status, const char* type) {
+  uint64_t n = 0;
+  auto payload = status.GetPayload(type);
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &n)) {
+    return absl::NotFoundError("no such payload");
+  }
+  return n;
 }
 
 absl::Status Fenced(const std::optional<uint64_t>& holder) {
@@ -98,9 +108,29 @@ void SetHolderKey(absl::Status& status, uint64_t key) {
 }
 
 uint64_t HolderKeyOf(const absl::Status& status) {
-  uint64_t key = 0;
-  auto payload = status.GetPayload(kHolderKeyPayload);
-  return payload && absl::SimpleAtoi(std::string(*payload), &key) ? key : 0;
+  return PayloadNumber(status, kHolderKeyPayload).value_or(0);
+}
+
+void SetHolderNodeKeys(absl::Status& status, uint64_t digest) {
+  if (digest != 0) {
+    status.SetPayload(kHolderNodeKeysPayload, absl::Cord(absl::StrCat(digest)));
+  }
+}
+
+uint64_t HolderNodeKeysOf(const absl::Status& status) {
+  return PayloadNumber(status, kHolderNodeKeysPayload).value_or(0);
+}
+
+uint64_t NodeKeysDigest(const Reservations& r, uint64_t node_key) {
+  std::vector<uint64_t> keys = NodeKeys(r, node_key);
+  std::sort(keys.begin(), keys.end());
+  uint64_t digest = 0xcbf29ce484222325ULL;  // FNV-1a over the keys' bytes.
+  for (uint64_t key : keys) {
+    for (int i = 0; i < 8; ++i) {
+      digest = (digest ^ ((key >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+    }
+  }
+  return keys.empty() ? 0 : digest;
 }
 
 absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_key,
@@ -120,7 +150,7 @@ absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_k
   const bool take_over =
       other_holds && !held_before && takeover_key != 0 && *before.holder == takeover_key;
   if (other_holds && !take_over) {
-    return held_before ? Fenced(before.holder) : HeldByAnother(before.holder);
+    return held_before ? Fenced(before.holder) : HeldByAnother(before);
   }
   // Held by this node already (on a nexus that is gone, or under an older key): take it over
   // and remove the node's other registrations. Held by a dead node: the same, from it.
@@ -146,7 +176,7 @@ absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_k
   if (!after.ok()) {
     return after.status();
   }
-  return held_before ? Fenced(after->holder) : HeldByAnother(after->holder);
+  return held_before ? Fenced(after->holder) : HeldByAnother(*after);
 }
 
 absl::Status StageRefusal(const absl::Status& status) {
@@ -159,6 +189,7 @@ absl::Status StageRefusal(const absl::Status& status) {
                        ". It is staged here once that node unstages it, or once its key has not "
                        "moved for the takeover time (a dead node)"));
       SetHolderKey(busy, HolderKeyOf(status));
+      SetHolderNodeKeys(busy, HolderNodeKeysOf(status));
       return busy;
     }
     case absl::StatusCode::kUnimplemented:

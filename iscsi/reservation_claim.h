@@ -29,10 +29,21 @@ namespace stagehand::iscsi {
 // absl::Status: its key, for a caller that counts how long it stays unchanged.
 inline constexpr char kHolderKeyPayload[] = "type.stagehand.dev/reservation-holder-key";
 
+// And a digest of every key the holder's node has registered (each path of a multipath holder
+// registers; its renewal moves them all): a waiting node takes the holder for dead only when
+// neither the holder's key nor this moved for the takeover time.
+inline constexpr char kHolderNodeKeysPayload[] = "type.stagehand.dev/reservation-holder-node-keys";
+
 // Puts `key` on `status` as its kHolderKeyPayload (nothing for 0).
 void SetHolderKey(absl::Status& status, uint64_t key);
 // The key `status` carries as its kHolderKeyPayload; 0: none.
 uint64_t HolderKeyOf(const absl::Status& status);
+// The same for kHolderNodeKeysPayload.
+void SetHolderNodeKeys(absl::Status& status, uint64_t digest);
+uint64_t HolderNodeKeysOf(const absl::Status& status);
+
+// The digest of the distinct keys `r` lists of the node of `node_key` (0 when none).
+uint64_t NodeKeysDigest(const Reservations& r, uint64_t node_key);
 
 struct Claim {
   uint64_t key = 0;         // This nexus's registration now (the reservation's key).

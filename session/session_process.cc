@@ -126,6 +126,7 @@ class Session {
       status_.set_message(std::string(started.message()));
       status_.set_error_code(static_cast<int>(started.code()));
       status_.set_holder_key(iscsi::HolderKeyOf(started));
+      status_.set_holder_node_keys(iscsi::HolderNodeKeysOf(started));
       Ready();
       return 1;
     }

@@ -42,6 +42,21 @@ TEST(TakeoverWatchTest, ARenewedKeyRestartsTheWaitAndForgetEndsIt) {
   EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u);
 }
 
+// A holder with several paths (dm-multipath) whose reserving path is down keeps renewing the
+// others: its key stands still, but its node's keys do not, so it is alive.
+TEST(TakeoverWatchTest, AnotherPathOfTheHolderRenewingRestartsTheWait) {
+  testing::ManualClock clock;
+  TakeoverWatch watch(clock);
+  watch.Refused("v", 0xa1, 0x111);
+  clock.Advance(seconds(20));
+  watch.Refused("v", 0xa1, 0x222);
+  clock.Advance(seconds(20));
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u);
+  clock.Advance(seconds(10));
+  watch.Refused("v", 0xa1, 0x222);
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0xa1u) << "nothing of its node moved for 30 s";
+}
+
 TEST(TakeoverWatchTest, CountsRefusalsAndTakeoversPerVolumeBeyondForget) {
   testing::ManualClock clock;
   TakeoverWatch watch(clock);

@@ -241,6 +241,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
     absl::Status failed(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
                         status.message());
     iscsi::SetHolderKey(failed, status.holder_key());
+    iscsi::SetHolderNodeKeys(failed, status.holder_node_keys());
     return failed;
   }
   if (request.vet_identity) {

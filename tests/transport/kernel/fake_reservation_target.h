@@ -76,12 +76,11 @@ class FakeReservationTarget {
       if (t_.down_[nexus_]) {
         return absl::UnavailableError("path down");
       }
-      const absl::Status conflict = absl::FailedPreconditionError("RESERVATION CONFLICT");
       const uint64_t mine = t_.KeyOf(nexus_);
       switch (action) {
         case iscsi::ReserveAction::kRegister:
           if (key != mine) {
-            return conflict;
+            return Conflict();
           }
           [[fallthrough]];
         case iscsi::ReserveAction::kRegisterAndIgnoreExistingKey:
@@ -94,14 +93,14 @@ class FakeReservationTarget {
           return absl::OkStatus();
         case iscsi::ReserveAction::kReserve:
           if (mine == 0 || key != mine || (t_.holder_ && *t_.holder_ != nexus_)) {
-            return conflict;
+            return Conflict();
           }
           t_.holder_ = nexus_;
           t_.type_ = type;
           return absl::OkStatus();
         case iscsi::ReserveAction::kRelease:
           if (mine == 0 || key != mine) {
-            return conflict;
+            return Conflict();
           }
           if (t_.holder_ == nexus_) {
             t_.holder_.reset();
@@ -109,7 +108,7 @@ class FakeReservationTarget {
           return absl::OkStatus();
         case iscsi::ReserveAction::kPreempt: {
           if (mine == 0 || key != mine) {
-            return conflict;
+            return Conflict();
           }
           const bool held = t_.holder_ && t_.keys_.at(*t_.holder_) == service_key;
           bool found = false;
@@ -122,7 +121,7 @@ class FakeReservationTarget {
             }
           }
           if (!found) {
-            return conflict;
+            return Conflict();
           }
           if (held) {
             t_.holder_ = nexus_;
@@ -136,6 +135,8 @@ class FakeReservationTarget {
     }
 
    private:
+    static absl::Status Conflict() { return absl::FailedPreconditionError("RESERVATION CONFLICT"); }
+
     FakeReservationTarget& t_;
     std::string nexus_;
   };

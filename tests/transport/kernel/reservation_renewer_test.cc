@@ -77,6 +77,16 @@ TEST_F(ReservationRenewerTest, AnotherNodeHoldingIsUnavailableAndLeavesNothingRe
   EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(iscsi::HolderKeyOf(refused.status()), held);
   EXPECT_EQ(target_.KeyOf("other"), 0u);
+  // Renewing a path that does not hold the reservation moves the holder node's digest.
+  const uint64_t digest = iscsi::HolderNodeKeysOf(refused.status());
+  EXPECT_NE(digest, 0u);
+  ASSERT_THAT(
+      target_.Nexus("sdb")->ReserveOut(iscsi::ReserveAction::kRegister, target_.KeyOf("sdb"),
+                                       iscsi::FreshKey(key_a_, {}), 0),
+      IsOk());
+  const absl::Status again = ClaimPaths(Open(), {"other"}, key_b_, 0, nullptr).status();
+  EXPECT_EQ(iscsi::HolderKeyOf(again), held);
+  EXPECT_NE(iscsi::HolderNodeKeysOf(again), digest);
 
   // The holder's key seen unchanged for the takeover time: taken over, every path of A removed.
   uint64_t took = 0;
