@@ -73,8 +73,11 @@ absl::StatusOr<iscsi::Reservations> TakeOverFor(const iscsi::LoginParams& params
   SH_ASSIGN_OR_RETURN(auto conn, iscsi::Connection::Login(params));
   SH_ASSIGN_OR_RETURN(const iscsi::Reservations before, conn->ReadReservations());
   const uint64_t key = iscsi::NodeKey(node_id, 0);
-  const uint64_t holder =
-      before.holder && !iscsi::SameNode(*before.holder, key) ? *before.holder : 0;
+  if (before.holder && iscsi::SameNode(*before.holder, key)) {
+    (void)conn->Logout();
+    return before;  // The node holds it already (taking its own keys over would fence it).
+  }
+  const uint64_t holder = before.holder.value_or(0);
   if (auto claimed = iscsi::ClaimReservation(*conn, key, std::nullopt, holder); !claimed.ok()) {
     if (absl::IsFailedPrecondition(claimed.status())) {
       return absl::FailedPreconditionError(absl::StrCat(

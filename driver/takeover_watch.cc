@@ -2,12 +2,15 @@
 
 namespace stagehand::driver {
 
-uint64_t TakeoverWatch::KeyToTakeOver(const std::string& volume_id,
-                                      std::chrono::seconds after) const {
+uint64_t TakeoverWatch::KeyToTakeOver(const std::string& volume_id, std::chrono::seconds after,
+                                      uint64_t* node_keys) const {
   MutexLock lock(mu_);
   auto it = seen_.find(volume_id);
   if (it == seen_.end() || clock_.Now() - it->second.since < after) {
     return 0;
+  }
+  if (node_keys != nullptr) {
+    *node_keys = it->second.node_keys;
   }
   return it->second.key;
 }

@@ -34,9 +34,11 @@ class TakeoverWatch {
   explicit TakeoverWatch(const Clock& clock) : clock_(clock) {}
 
   // The holder key the next stage of `volume_id` may preempt: the one earlier stages found,
-  // unchanged for at least `after`; 0 when there is none (yet).
-  uint64_t KeyToTakeOver(const std::string& volume_id, std::chrono::seconds after) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // unchanged for at least `after`; 0 when there is none (yet). `node_keys`: the digest of its
+  // node's keys seen with it since, which the claim checks again (a stage may come long after
+  // the last refusal: only the target can say nothing moved meanwhile).
+  uint64_t KeyToTakeOver(const std::string& volume_id, std::chrono::seconds after,
+                         uint64_t* node_keys = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // A stage of `volume_id` found `key` holding its LUN, and `node_keys` (a digest of every key
   // of the holder's node; 0: unknown). A new key, or a new digest (another path of the holder

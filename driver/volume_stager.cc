@@ -88,9 +88,10 @@ transport::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStage
     attach.reservation_key = iscsi::NodeKey(options_.node_id, 0);
     attach.reservation_optional = takeover == 0;
     attach.reservation_renew_seconds = std::max(1u, (takeover == 0 ? 30 : takeover) / 3);
-    attach.takeover_key =
-        takeover == 0 ? 0
-                      : takeovers_.KeyToTakeOver(req.volume_id(), std::chrono::seconds(takeover));
+    if (takeover != 0) {
+      attach.takeover_key = takeovers_.KeyToTakeOver(
+          req.volume_id(), std::chrono::seconds(takeover), &attach.takeover_node_keys);
+    }
   }
   return attach;
 }

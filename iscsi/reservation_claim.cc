@@ -134,7 +134,8 @@ uint64_t NodeKeysDigest(const Reservations& r, uint64_t node_key) {
 }
 
 absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_key,
-                                       std::optional<uint32_t> held_at, uint64_t takeover_key) {
+                                       std::optional<uint32_t> held_at, uint64_t takeover_key,
+                                       uint64_t takeover_node_keys) {
   SH_ASSIGN_OR_RETURN(const Reservations before, conn.ReadReservations());
   std::vector<uint64_t> own = NodeKeys(before, node_key);
   if (held_at && own.empty() && TargetForgot(before, *held_at)) {
@@ -148,7 +149,8 @@ absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_k
   // A dead holder (its key has not moved for the takeover time) is taken over, with every
   // registration of its node; a live one refuses.
   const bool take_over =
-      other_holds && !held_before && takeover_key != 0 && *before.holder == takeover_key;
+      other_holds && !held_before && takeover_key != 0 && *before.holder == takeover_key &&
+      (takeover_node_keys == 0 || NodeKeysDigest(before, takeover_key) == takeover_node_keys);
   if (other_holds && !take_over) {
     return held_before ? Fenced(before.holder) : HeldByAnother(before);
   }

@@ -57,7 +57,9 @@ struct Claim {
 // node held it on an earlier nexus of this volume (a reconnect or a successor), and the
 // target's generation was this when it last claimed it; nullopt: a first claim.
 // `takeover_key`: non-zero, another node's key that the caller saw hold the LUN unchanged for
-// longer than the takeover time (a dead holder): if it still holds it, it is preempted.
+// longer than the takeover time (a dead holder): if it still holds it, and every key of its
+// node is still the same (`takeover_node_keys`, their NodeKeysDigest; 0: unchecked), it is
+// preempted; a node whose other paths renewed meanwhile is alive.
 // Returns this nexus's key and the generation: the LUN is reserved for this nexus.
 // FailedPrecondition: another node holds the LUN (the message names its key); this nexus is
 //   left unregistered.
@@ -68,7 +70,8 @@ struct Claim {
 // Unimplemented: the target does not support persistent reservations.
 // Others: the commands' errors (the connection failed).
 absl::StatusOr<Claim> ClaimReservation(ReservationChannel& conn, uint64_t node_key,
-                                       std::optional<uint32_t> held_at, uint64_t takeover_key = 0);
+                                       std::optional<uint32_t> held_at, uint64_t takeover_key = 0,
+                                       uint64_t takeover_node_keys = 0);
 
 // What a stage of a single-node volume says when ClaimReservation failed with `status`:
 // Unavailable "in use on another node" for FailedPrecondition (retried by the kubelet, like its

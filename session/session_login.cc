@@ -51,8 +51,10 @@ absl::StatusOr<std::unique_ptr<iscsi::Connection>> LoginAnyPortal(
 }
 
 absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t node_key,
-                                            uint64_t takeover_key, bool optional) {
-  auto claimed = iscsi::ClaimReservation(conn, node_key, std::nullopt, takeover_key);
+                                            uint64_t takeover_key, uint64_t takeover_node_keys,
+                                            bool optional) {
+  auto claimed =
+      iscsi::ClaimReservation(conn, node_key, std::nullopt, takeover_key, takeover_node_keys);
   if (claimed.ok()) {
     return claimed;
   }

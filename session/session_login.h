@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<iscsi::Connection>> LoginAnyPortal(
 // FailedPrecondition for a target without persistent reservations, unless `optional`: then a
 // Claim with key 0 (no reservation; stderr says so).
 absl::StatusOr<iscsi::Claim> ClaimForVolume(iscsi::Connection& conn, uint64_t node_key,
-                                            uint64_t takeover_key, bool optional);
+                                            uint64_t takeover_key, uint64_t takeover_node_keys,
+                                            bool optional);
 
 // A deliberate stop of the volume (its unstage): a new login gives up what the node of
 // `node_key` holds, on this nexus and on any nexus of this node that is gone. Best effort,

@@ -493,9 +493,10 @@ class Session {
     status_.set_block_size(capacity.block_size);
     if (config_.reservation_key() != 0) {
       // Before anything can write: the agent checks, formats and mounts only after this.
-      SH_ASSIGN_OR_RETURN(const iscsi::Claim claim,
-                          ClaimForVolume(*conn, config_.reservation_key(), config_.takeover_key(),
-                                         config_.reservation_optional()));
+      SH_ASSIGN_OR_RETURN(
+          const iscsi::Claim claim,
+          ClaimForVolume(*conn, config_.reservation_key(), config_.takeover_key(),
+                         config_.takeover_node_keys(), config_.reservation_optional()));
       // Without PR support (and allowed to): no key to renew or release; successors know.
       config_.set_reservation_key(claim.key == 0 ? 0 : config_.reservation_key());
       config_.set_reservation_unsupported(claim.key == 0);

@@ -50,8 +50,10 @@ struct AttachRequest {
   // takeover time.
   uint32_t reservation_renew_seconds = 0;
   // Another node's key seen holding the LUN unchanged for the takeover time: preempted if it
-  // still holds it. 0: none.
+  // still holds it, and every key of its node is still `takeover_node_keys` (their digest,
+  // iscsi::NodeKeysDigest; 0: unchecked). 0: none.
   uint64_t takeover_key = 0;
+  uint64_t takeover_node_keys = 0;
   // A target without persistent reservations serves the volume without one (takeoverAfter
   // "off"); otherwise such a target fails the attach (FailedPrecondition).
   bool reservation_optional = false;

@@ -54,7 +54,10 @@ TEST(TakeoverWatchTest, AnotherPathOfTheHolderRenewingRestartsTheWait) {
   EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0u);
   clock.Advance(seconds(10));
   watch.Refused("v", 0xa1, 0x222);
-  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30)), 0xa1u) << "nothing of its node moved for 30 s";
+  uint64_t node_keys = 0;
+  EXPECT_EQ(watch.KeyToTakeOver("v", seconds(30), &node_keys), 0xa1u)
+      << "nothing of its node moved for 30 s";
+  EXPECT_EQ(node_keys, 0x222u) << "the claim checks them again at the target";
 }
 
 TEST(TakeoverWatchTest, CountsRefusalsAndTakeoversPerVolumeBeyondForget) {

@@ -94,6 +94,19 @@ void ReadSense(std::span<const uint8_t> sense, ScsiOutcome* out) {
   }
 }
 
+ScsiOutcome OutcomeOf(uint8_t status, uint16_t host_status, uint16_t driver_status,
+                      std::span<const uint8_t> sense) {
+  // The low nibble of driver_status is a code, and DRIVER_SENSE (8) only says that sense data
+  // came with the status (the kernel sets it with every CHECK CONDITION).
+  constexpr uint16_t kDriverSense = 0x08;
+  const uint16_t driver = driver_status & 0x0f;
+  ScsiOutcome out;
+  out.status = status;
+  out.transport_failed = host_status != 0 || (driver != 0 && driver != kDriverSense);
+  ReadSense(sense, &out);
+  return out;
+}
+
 absl::Status OutcomeStatus(const std::string& what, const ScsiOutcome& outcome) {
   if (outcome.transport_failed) {
     return absl::UnavailableError(
@@ -131,7 +144,7 @@ absl::StatusOr<uint32_t> ParseReadKeys(std::span<const uint8_t> answer, iscsi::R
     return absl::DataLossError("READ KEYS: an answer shorter than its header");
   }
   r->generation = Be32(answer, 0);
-  const uint32_t listed = Be32(answer, 4) / 8;
+  const uint32_t listed = Be32(answer, 4) / 8;  // At most 2^29: 8 + 8 * listed fits 64 bits.
   const size_t here = std::min<size_t>(listed, (answer.size() - 8) / 8);
   r->keys.clear();
   for (size_t i = 0; i < here; ++i) {
@@ -193,10 +206,8 @@ absl::StatusOr<ScsiOutcome> DiskReservations::Send(std::span<const uint8_t> cdb,
     if (::ioctl(fd_.Get(), SG_IO, &hdr) != 0) {
       return ErrnoStatus(errno, absl::StrCat("SG_IO to ", device_));
     }
-    out = ScsiOutcome{};
-    out.status = hdr.status;
-    out.transport_failed = hdr.host_status != 0 || (hdr.driver_status & 0x0f) != 0;
-    ReadSense(std::span<const uint8_t>(sense.data(), hdr.sb_len_wr), &out);
+    out = OutcomeOf(hdr.status, hdr.host_status, hdr.driver_status,
+                    std::span<const uint8_t>(sense.data(), hdr.sb_len_wr));
     if (out.transport_failed || out.status != kStatusCheckCondition ||
         out.sense_key != kSenseUnitAttention) {
       break;
@@ -218,8 +229,14 @@ absl::StatusOr<iscsi::Reservations> DiskReservations::ReadReservations() {
     SH_RETURN_IF_ERROR(OutcomeStatus(what, sent));
     SH_ASSIGN_OR_RETURN(const uint32_t listed, ParseReadKeys(answer, &r));
     if (listed > r.keys.size() && length < kMaxAllocation) {
-      length = std::min<uint32_t>(8 + 8 * listed, kMaxAllocation);
+      length = static_cast<uint32_t>(
+          std::min<uint64_t>(8 + 8 * static_cast<uint64_t>(listed), kMaxAllocation));
       continue;  // More keys than fit: ask again with room for all.
+    }
+    if (listed > r.keys.size()) {
+      // A preemption that missed some would leave their nexuses able to write.
+      return absl::ResourceExhaustedError(absl::StrCat(
+          what, ": the LUN has ", listed, " registrations, more than one answer can list"));
     }
     break;
   }

@@ -32,6 +32,11 @@ struct ScsiOutcome {
 // The sense key, ASC and ASCQ of fixed (0x70, 0x71) or descriptor (0x72, 0x73) sense data.
 void ReadSense(std::span<const uint8_t> sense, ScsiOutcome* out);
 
+// The outcome of a completed SG_IO (sg_io_hdr's status, host_status, driver_status and the sense
+// data it wrote).
+ScsiOutcome OutcomeOf(uint8_t status, uint16_t host_status, uint16_t driver_status,
+                      std::span<const uint8_t> sense);
+
 // OK for GOOD; FailedPrecondition for RESERVATION CONFLICT; Unimplemented for ILLEGAL REQUEST;
 // Unavailable otherwise (the path is down, the disk is gone): `what` names the command.
 absl::Status OutcomeStatus(const std::string& what, const ScsiOutcome& outcome);

@@ -37,7 +37,7 @@ absl::Status KernelTransport::Reserve(const AttachRequest& request,
   (void)renewer_->Drop(file);
   uint64_t took_over_from = 0;
   auto claimed = ClaimPaths(options_.open_reservations, disks, request.reservation_key,
-                            request.takeover_key, &took_over_from);
+                            request.takeover_key, request.takeover_node_keys, &took_over_from);
   if (!claimed.ok() && absl::IsUnimplemented(claimed.status()) && request.reservation_optional) {
     Log(kComponent)
         .warn(

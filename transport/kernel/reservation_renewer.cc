@@ -32,18 +32,22 @@ std::vector<std::string> Disks(const state::v1::KernelReservation& reservation) 
   return disks;
 }
 
-// Settles a renewal cut short (the agent stopped between the two writes of the file): the key
-// READ KEYS lists is the path's.
-void Settle(iscsi::ReservationChannel& channel, state::v1::KernelReservation::Path& path) {
+// Settles a renewal whose outcome is not known (the agent stopped between the two writes of
+// the file, or the REGISTER's answer was lost): the key READ KEYS lists is the path's. False
+// while it cannot tell.
+bool Settle(iscsi::ReservationChannel& channel, state::v1::KernelReservation::Path& path) {
   if (path.next() == 0) {
-    return;
+    return true;
   }
-  if (auto r = channel.ReadReservations(); r.ok()) {
-    if (Listed(*r, path.next())) {
-      path.set_key(path.next());
-    }
-    path.set_next(0);
+  auto r = channel.ReadReservations();
+  if (!r.ok()) {
+    return false;
   }
+  if (Listed(*r, path.next())) {
+    path.set_key(path.next());
+  }
+  path.set_next(0);
+  return true;
 }
 
 }  // namespace
@@ -51,12 +55,14 @@ void Settle(iscsi::ReservationChannel& channel, state::v1::KernelReservation::Pa
 absl::StatusOr<state::v1::KernelReservation> ClaimPaths(const OpenReservations& open,
                                                         const std::vector<std::string>& disks,
                                                         uint64_t node_key, uint64_t takeover_key,
+                                                        uint64_t takeover_node_keys,
                                                         uint64_t* took_over_from) {
   if (disks.empty()) {
     return absl::InvalidArgumentError("no path to claim the LUN on");
   }
   SH_ASSIGN_OR_RETURN(std::unique_ptr<iscsi::ReservationChannel> first, open(disks.front()));
-  auto claimed = iscsi::ClaimReservation(*first, node_key, std::nullopt, takeover_key);
+  auto claimed =
+      iscsi::ClaimReservation(*first, node_key, std::nullopt, takeover_key, takeover_node_keys);
   if (!claimed.ok()) {
     return absl::IsUnimplemented(claimed.status()) ? claimed.status()
                                                    : iscsi::StageRefusal(claimed.status());
@@ -133,6 +139,11 @@ absl::Status ReservationRenewer::Hold(const std::string& file,
                                       state::v1::KernelReservation reservation) {
   SH_RETURN_IF_ERROR(Persist(file, reservation));
   MutexLock lock(mu_);
+  touched_.insert(file);
+  cv_.wait(mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = held_.find(file);
+    return it == held_.end() || !it->second.busy;
+  });
   const auto due =
       std::chrono::steady_clock::now() + std::chrono::seconds(reservation.renew_seconds());
   StartLocked(file, std::move(reservation), due);
@@ -142,7 +153,7 @@ absl::Status ReservationRenewer::Hold(const std::string& file,
 absl::Status ReservationRenewer::Resume(const std::string& file) {
   {
     MutexLock lock(mu_);
-    if (held_.contains(file)) {
+    if (touched_.contains(file)) {
       return absl::OkStatus();
     }
   }
@@ -155,7 +166,7 @@ absl::Status ReservationRenewer::Resume(const std::string& file) {
     return absl::DataLossError(absl::StrCat("cannot read the reservation keys in ", file));
   }
   MutexLock lock(mu_);
-  if (!held_.contains(file)) {
+  if (touched_.insert(file).second) {
     // Renewed at once: the restart took some of its time.
     StartLocked(file, std::move(reservation), std::chrono::steady_clock::now());
   }
@@ -177,6 +188,7 @@ void ReservationRenewer::StartLocked(const std::string& file,
 
 std::optional<state::v1::KernelReservation> ReservationRenewer::Drop(const std::string& file) {
   MutexLock lock(mu_);
+  touched_.insert(file);
   cv_.wait(mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = held_.find(file);
     return it == held_.end() || !it->second.busy;
@@ -238,7 +250,9 @@ void ReservationRenewer::Renew(const std::string& file, state::v1::KernelReserva
           .debug("reservation {}: path {} skipped: {}", file, path.disk(), channel.status());
       continue;  // A path that is down keeps its key until it is back.
     }
-    Settle(**channel, path);
+    if (!Settle(**channel, path)) {
+      continue;  // Its key is one of two; the next round asks again.
+    }
     const uint64_t fresh = iscsi::FreshKey(path.key(), taken);
     path.set_next(fresh);
     if (auto saved = Persist(file, reservation); !saved.ok()) {
@@ -254,19 +268,21 @@ void ReservationRenewer::Renew(const std::string& file, state::v1::KernelReserva
       taken.push_back(fresh);
       continue;
     }
-    path.set_next(0);
     if (!absl::IsFailedPrecondition(moved)) {
+      // No answer (the path went down, a timeout): the target may have moved the key or not;
+      // `next` stays, and the next round settles it before anything else.
       Log(kComponent)
           .debug("reservation {}: path {} not renewed now: {}", file, path.disk(), moved);
       continue;
     }
+    path.set_next(0);
     // RESERVATION CONFLICT: this nexus's key is gone. Another node preempted it (fenced), or
     // the target forgot every registration (a restart without persistence).
     auto now = (*channel)->ReadReservations();
     if (now.ok() && now->keys.empty() && !now->holder &&
         now->generation < reservation.generation()) {
       const std::vector<std::string> disks = Disks(reservation);
-      auto again = ClaimPaths(open_, disks, path.key(), 0, nullptr);
+      auto again = ClaimPaths(open_, disks, path.key(), 0, 0, nullptr);
       if (again.ok()) {
         again->set_renew_seconds(reservation.renew_seconds());
         reservation = std::move(*again);
@@ -276,6 +292,12 @@ void ReservationRenewer::Renew(const std::string& file, state::v1::KernelReserva
                 "the LUN again",
                 file);
         break;
+      }
+      if (iscsi::HolderKeyOf(again.status()) == 0) {
+        // Not another node's reservation (a path not back yet): the next round tries again.
+        Log(kComponent)
+            .warn("reservation {}: cannot claim the LUN again yet: {}", file, again.status());
+        return;
       }
       now = iscsi::Reservations{};  // Another node claimed it first.
       if (auto read = (*channel)->ReadReservations(); read.ok()) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,11 +41,13 @@ using OpenReservations =
 // Claims the LUN behind `disks` (the paths of one attachment, the first claims and the others
 // join) for the node of `node_key`, preempting `takeover_key` if it still holds it
 // (iscsi::ClaimReservation). Errors as iscsi::StageRefusal makes them (Unavailable while another
-// node holds it), except Unimplemented: the target has no persistent reservations. On failure
-// no path stays registered. `took_over_from`: the preempted holder's key, or 0.
+// node holds it; `takeover_node_keys` as ClaimReservation takes it), except Unimplemented: the
+// target has no persistent reservations. On failure no path stays registered. `took_over_from`: the
+// preempted holder's key, or 0.
 absl::StatusOr<state::v1::KernelReservation> ClaimPaths(const OpenReservations& open,
                                                         const std::vector<std::string>& disks,
                                                         uint64_t node_key, uint64_t takeover_key,
+                                                        uint64_t takeover_node_keys,
                                                         uint64_t* took_over_from);
 
 // Gives the LUN up through the first path that answers: releases the reservation and removes
@@ -74,7 +77,8 @@ class ReservationRenewer {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes up the volume whose keys `file` keeps, after an agent restart: a renewal cut short
-  // is settled by READ KEYS. OK (nothing) when it is held already or the file is gone.
+  // is settled by READ KEYS. OK (nothing) when the file is gone, or this process has held or
+  // dropped it already.
   absl::Status Resume(const std::string& file) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops renewing the volume of `file` (waits for a renewal of it in flight) and returns what
@@ -109,6 +113,9 @@ class ReservationRenewer {
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   std::map<std::string, Held> held_ ABSL_GUARDED_BY(mu_);
+  // Every file a Hold, Drop or Resume saw: a Resume only takes up a volume nothing in this
+  // process has touched yet (never one an unstage or a re-stage has just dropped).
+  std::set<std::string> touched_ ABSL_GUARDED_BY(mu_);
   std::jthread thread_ ABSL_GUARDED_BY(mu_);
 };
 

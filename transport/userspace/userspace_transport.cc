@@ -217,6 +217,7 @@ absl::StatusOr<Attachment> UserspaceTransport::Attach(const AttachRequest& reque
   config.set_reservation_key(request.reservation_key);
   config.set_reservation_renew_seconds(request.reservation_renew_seconds);
   config.set_takeover_key(request.takeover_key);
+  config.set_takeover_node_keys(request.takeover_node_keys);
   config.set_reservation_optional(request.reservation_optional);
   config.set_expected_wwn(target->expected_wwn);
   config.set_expected_serial(target->expected_serial);

@@ -74,6 +74,17 @@ TEST(DiskReservationsTest, SenseInBothFormats) {
   EXPECT_EQ(descriptor.asc, 0x29);
 }
 
+// The kernel sets DRIVER_SENSE (8) with every CHECK CONDITION: sense came, the path is fine.
+TEST(DiskReservationsTest, DriverSenseIsNotAFailedTransport) {
+  const std::vector<uint8_t> illegal = {0x70, 0, 0x05, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x20, 0x00};
+  const ScsiOutcome o = OutcomeOf(0x02, 0, 0x08, illegal);
+  EXPECT_FALSE(o.transport_failed);
+  EXPECT_THAT(OutcomeStatus("x", o), StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_TRUE(OutcomeOf(0x00, 0x01, 0, {}).transport_failed);  // DID_NO_CONNECT.
+  EXPECT_TRUE(OutcomeOf(0x00, 0, 0x06, {}).transport_failed);  // DRIVER_TIMEOUT.
+  EXPECT_FALSE(OutcomeOf(0x18, 0, 0, {}).transport_failed);
+}
+
 TEST(DiskReservationsTest, OutcomesMapToTheCodesTheClaimExpects) {
   EXPECT_THAT(OutcomeStatus("x", ScsiOutcome{}), IsOk());
   EXPECT_THAT(OutcomeStatus("x", ScsiOutcome{.status = 0x18}),

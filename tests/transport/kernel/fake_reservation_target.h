@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "iscsi/persistent_reservation.h"
 
@@ -44,6 +45,9 @@ class FakeReservationTarget {
   // A target without persistent reservations: every command is ILLEGAL REQUEST.
   bool unsupported = false;
 
+  // The next PERSISTENT RESERVE OUT on `nexus` runs, but its answer is lost (Unavailable).
+  void LoseNextAnswer(const std::string& nexus) { lose_[nexus] = true; }
+
   // Commands that fail as a path that is down does (Unavailable).
   void SetDown(const std::string& nexus, bool down) { down_[nexus] = down; }
 
@@ -76,6 +80,16 @@ class FakeReservationTarget {
       if (t_.down_[nexus_]) {
         return absl::UnavailableError("path down");
       }
+      absl::Status done = Out(action, key, service_key, type);
+      if (std::exchange(t_.lose_[nexus_], false)) {
+        return absl::UnavailableError("the answer was lost");
+      }
+      return done;
+    }
+
+   private:
+    absl::Status Out(iscsi::ReserveAction action, uint64_t key, uint64_t service_key,
+                     uint8_t type) {
       const uint64_t mine = t_.KeyOf(nexus_);
       switch (action) {
         case iscsi::ReserveAction::kRegister:
@@ -134,7 +148,6 @@ class FakeReservationTarget {
       return absl::InternalError("unknown action");
     }
 
-   private:
     static absl::Status Conflict() { return absl::FailedPreconditionError("RESERVATION CONFLICT"); }
 
     FakeReservationTarget& t_;
@@ -153,6 +166,7 @@ class FakeReservationTarget {
   uint8_t type_ = 0;
   uint32_t generation_ = 0;
   std::map<std::string, bool> down_;
+  std::map<std::string, bool> lose_;
 };
 
 }  // namespace stagehand::transport::kernel::testing

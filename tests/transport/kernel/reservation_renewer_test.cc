@@ -30,7 +30,7 @@ class ReservationRenewerTest : public ::testing::Test {
   }
 
   absl::StatusOr<state::v1::KernelReservation> ClaimA(uint64_t* took = nullptr) {
-    auto claimed = ClaimPaths(Open(), {"sda", "sdb"}, key_a_, 0, took);
+    auto claimed = ClaimPaths(Open(), {"sda", "sdb"}, key_a_, 0, 0, took);
     if (claimed.ok()) {
       claimed->set_renew_seconds(10);
     }
@@ -73,7 +73,7 @@ TEST_F(ReservationRenewerTest, ClaimRegistersEveryPathAndTheFirstHolds) {
 TEST_F(ReservationRenewerTest, AnotherNodeHoldingIsUnavailableAndLeavesNothingRegistered) {
   ASSERT_THAT(ClaimA().status(), IsOk());
   const uint64_t held = target_.KeyOf("sda");
-  auto refused = ClaimPaths(Open(), {"other"}, key_b_, 0, nullptr);
+  auto refused = ClaimPaths(Open(), {"other"}, key_b_, 0, 0, nullptr);
   EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(iscsi::HolderKeyOf(refused.status()), held);
   EXPECT_EQ(target_.KeyOf("other"), 0u);
@@ -84,13 +84,20 @@ TEST_F(ReservationRenewerTest, AnotherNodeHoldingIsUnavailableAndLeavesNothingRe
       target_.Nexus("sdb")->ReserveOut(iscsi::ReserveAction::kRegister, target_.KeyOf("sdb"),
                                        iscsi::FreshKey(key_a_, {}), 0),
       IsOk());
-  const absl::Status again = ClaimPaths(Open(), {"other"}, key_b_, 0, nullptr).status();
+  const absl::Status again = ClaimPaths(Open(), {"other"}, key_b_, 0, 0, nullptr).status();
   EXPECT_EQ(iscsi::HolderKeyOf(again), held);
   EXPECT_NE(iscsi::HolderNodeKeysOf(again), digest);
 
-  // The holder's key seen unchanged for the takeover time: taken over, every path of A removed.
+  // The holder's key stood still, but another path of its node renewed since the digest was
+  // seen: alive, not taken over.
+  EXPECT_THAT(ClaimPaths(Open(), {"other"}, key_b_, held, digest, nullptr).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(target_.holder(), "sda");
+
+  // The holder's key and its node's keys unchanged for the takeover time: taken over, every path
+  // of A removed.
   uint64_t took = 0;
-  auto taken = ClaimPaths(Open(), {"other"}, key_b_, held, &took);
+  auto taken = ClaimPaths(Open(), {"other"}, key_b_, held, iscsi::HolderNodeKeysOf(again), &took);
   ASSERT_THAT(taken.status(), IsOk());
   EXPECT_EQ(took, held);
   EXPECT_EQ(target_.holder(), "other");
@@ -142,12 +149,32 @@ TEST_F(ReservationRenewerTest, APathThatIsDownKeepsItsKeyAndIsNotFenced) {
   EXPECT_NE(target_.KeyOf("sdb"), before_b);
 }
 
+// A REGISTER whose answer is lost may have moved the key: the next round asks the target which
+// key the path has, instead of taking a conflict on the old one for a takeover.
+TEST_F(ReservationRenewerTest, ARenewalWhoseAnswerIsLostIsSettledNotFenced) {
+  auto claimed = ClaimA();
+  ASSERT_THAT(claimed.status(), IsOk());
+  ReservationRenewer renewer(Open(), false);
+  ASSERT_THAT(renewer.Hold(file_, *claimed), IsOk());
+  const uint64_t before = target_.KeyOf("sda");
+  target_.LoseNextAnswer("sda");
+  renewer.RenewDue(Later());
+  EXPECT_NE(target_.KeyOf("sda"), before) << "the REGISTER ran";
+  EXPECT_NE(ReadFile().paths(0).next(), 0u) << "the file keeps the key it may have moved to";
+  renewer.RenewDue(Later() + std::chrono::seconds(11));
+  auto state = renewer.Get(file_);
+  ASSERT_TRUE(state.has_value());
+  EXPECT_FALSE(state->fenced) << state->message;
+  EXPECT_EQ(target_.holder(), "sda");
+  EXPECT_EQ(ReadFile().paths(0).key(), target_.KeyOf("sda"));
+}
+
 TEST_F(ReservationRenewerTest, TakenOverIsFencedAndNeverRegistersAgain) {
   auto claimed = ClaimA();
   ASSERT_THAT(claimed.status(), IsOk());
   ReservationRenewer renewer(Open(), false);
   ASSERT_THAT(renewer.Hold(file_, *claimed), IsOk());
-  auto taken = ClaimPaths(Open(), {"other"}, key_b_, target_.KeyOf("sda"), nullptr);
+  auto taken = ClaimPaths(Open(), {"other"}, key_b_, target_.KeyOf("sda"), 0, nullptr);
   ASSERT_THAT(taken.status(), IsOk());
 
   renewer.RenewDue(Later());
