@@ -116,6 +116,55 @@ class OneWriterTest : public NodeIntegrationTest {
     return other_->node().NodePublishVolume(testbed::Ctx().get(), req, &resp);
   }
 
+  grpc::Status OtherUnstage(const std::string& volume_id) {
+    csi::v1::NodeUnstageVolumeRequest unstage;
+    unstage.set_volume_id(volume_id);
+    unstage.set_staging_target_path(OtherStaging(volume_id));
+    csi::v1::NodeUnstageVolumeResponse unstaged;
+    return other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged);
+  }
+
+  // `stagehandctl iscsi reservation ... OPERATOR_ARGS` on the LUN: refused without `confirm`
+  // (the message names it, and node A still holds the LUN), then run with it. OK when it ran.
+  ::testing::AssertionResult RunConfirmed(const std::vector<std::string>& operator_args,
+                                          const std::string& confirm) {
+    std::vector<std::string> args = {STAGEHANDCTL_BINARY,
+                                     "iscsi",
+                                     "reservation",
+                                     "--portal",
+                                     tgtd_->portal(),
+                                     "--iqn",
+                                     Iqn(),
+                                     "--lun",
+                                     "1"};
+    args.insert(args.end(), operator_args.begin(), operator_args.end());
+    auto unconfirmed = RunProcess(args);
+    if (!unconfirmed.ok() || unconfirmed->exit_code == 0 ||
+        unconfirmed->output.find(confirm) == std::string::npos) {
+      return ::testing::AssertionFailure() << "not refused without " << confirm;
+    }
+    if (!HeldBy(ReservationsNow(), key_a_)) {
+      return ::testing::AssertionFailure() << "the LUN changed hands without " << confirm;
+    }
+    args.push_back(confirm);
+    auto confirmed = RunProcess(args);
+    if (!confirmed.ok() || confirmed->exit_code != 0) {
+      return ::testing::AssertionFailure()
+             << "with " << confirm << ": " << (confirmed.ok() ? confirmed->output : "not run");
+    }
+    return ::testing::AssertionSuccess() << confirmed->output;
+  }
+
+  // Node A, which published the block volume at `target`, is fenced: a write fails, its session
+  // says FENCED, and nothing of it lands on the LUN.
+  void ExpectAFenced(const std::string& target) {
+    EXPECT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), EIO);
+    EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
+      return s.state() == state::v1::SessionStatus::FENCED;
+    }));
+    EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  }
+
   grpc::Status OtherUnpublishAndUnstage(const std::string& volume_id, const std::string& target) {
     csi::v1::NodeUnpublishVolumeRequest unpublish;
     unpublish.set_volume_id(volume_id);
@@ -126,11 +175,7 @@ class OneWriterTest : public NodeIntegrationTest {
     if (!s.ok()) {
       return s;
     }
-    csi::v1::NodeUnstageVolumeRequest unstage;
-    unstage.set_volume_id(volume_id);
-    unstage.set_staging_target_path(OtherStaging(volume_id));
-    csi::v1::NodeUnstageVolumeResponse unstaged;
-    return other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged);
+    return OtherUnstage(volume_id);
   }
 
   // The value of the counter `name` for `volume_id` on node B's /metrics; -1 without one.
@@ -305,45 +350,17 @@ TEST_F(OneWriterTest, AnOperatorReleasesAHolderTakenForDeadWhichIsFencedIfItWasN
   ASSERT_TRUE(Publish(PublishRequest("vol-r", target, /*block=*/true)).ok());
   ASSERT_EQ(OtherStage(OtherStageRequest("vol-r", /*block=*/true)).error_code(),
             grpc::StatusCode::UNAVAILABLE);
-  const std::vector<std::string> release = {STAGEHANDCTL_BINARY,
-                                            "iscsi",
-                                            "reservation",
-                                            "--portal",
-                                            tgtd_->portal(),
-                                            "--iqn",
-                                            Iqn(),
-                                            "--lun",
-                                            "1",
-                                            "--release-node",
-                                            "it-node"};
-
-  auto unconfirmed = RunProcess(release);
-  ASSERT_TRUE(unconfirmed.ok());
-  EXPECT_NE(unconfirmed->exit_code, 0);
-  EXPECT_THAT(unconfirmed->output, HasSubstr("--node-is-dead"));
-  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_)) << "nothing released without the confirmation";
-  std::vector<std::string> confirmed_args = release;
-  confirmed_args.emplace_back("--node-is-dead");
-  auto confirmed = RunProcess(confirmed_args);
-  ASSERT_TRUE(confirmed.ok());
-  ASSERT_EQ(confirmed->exit_code, 0) << confirmed->output;
-  EXPECT_THAT(confirmed->output, HasSubstr("reservation:   none"));
+  const auto released = RunConfirmed({"--release-node", "it-node"}, "--node-is-dead");
+  ASSERT_TRUE(released);
+  EXPECT_THAT(released.message(), HasSubstr("reservation:   none"));
 
   ASSERT_TRUE(OtherStage(OtherStageRequest("vol-r", /*block=*/true)).ok());
   EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
-  EXPECT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), EIO);
-  EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
-    return s.state() == state::v1::SessionStatus::FENCED;
-  }));
-  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  ExpectAFenced(target);
   EXPECT_TRUE(Unpublish("vol-r", target).ok());
   EXPECT_TRUE(Unstage("vol-r", Staging("vol-r")).ok());
   EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
-  csi::v1::NodeUnstageVolumeRequest unstage;
-  unstage.set_volume_id("vol-r");
-  unstage.set_staging_target_path(OtherStaging("vol-r"));
-  csi::v1::NodeUnstageVolumeResponse unstaged;
-  EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
+  EXPECT_TRUE(OtherUnstage("vol-r").ok());
   EXPECT_TRUE(ReservationsNow().keys.empty());
 }
 
@@ -354,34 +371,10 @@ TEST_F(OneWriterTest, AnOperatorHandsTheLunToAnotherNodeAndTheHolderIsFenced) {
   const std::string target = root_ + "/dev-a";
   ASSERT_TRUE(Stage(StageRequest("vol-h", /*block=*/true)).ok());
   ASSERT_TRUE(Publish(PublishRequest("vol-h", target, /*block=*/true)).ok());
-  const std::vector<std::string> take = {STAGEHANDCTL_BINARY,
-                                         "iscsi",
-                                         "reservation",
-                                         "--portal",
-                                         tgtd_->portal(),
-                                         "--iqn",
-                                         Iqn(),
-                                         "--lun",
-                                         "1",
-                                         "--take-over-for",
-                                         kOtherNode};
-  auto unconfirmed = RunProcess(take);
-  ASSERT_TRUE(unconfirmed.ok());
-  EXPECT_NE(unconfirmed->exit_code, 0);
-  EXPECT_THAT(unconfirmed->output, HasSubstr("--holder-is-dead"));
-  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_)) << "nothing taken without the confirmation";
-  std::vector<std::string> confirmed_args = take;
-  confirmed_args.emplace_back("--holder-is-dead");
-  auto confirmed = RunProcess(confirmed_args);
-  ASSERT_TRUE(confirmed.ok());
-  ASSERT_EQ(confirmed->exit_code, 0) << confirmed->output;
+  ASSERT_TRUE(RunConfirmed({"--take-over-for", kOtherNode}, "--holder-is-dead"));
   EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
 
-  EXPECT_EQ(testbed::WriteBlockDirect(target, 1 << 20, 'a'), EIO);
-  EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
-    return s.state() == state::v1::SessionStatus::FENCED;
-  }));
-  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, '\0')) << "a fenced write landed";
+  ExpectAFenced(target);
   ASSERT_TRUE(OtherStage(OtherStageRequest("vol-h", /*block=*/true)).ok());
   const iscsi::Reservations now = ReservationsNow();
   EXPECT_TRUE(HeldBy(now, key_b_));
@@ -389,11 +382,7 @@ TEST_F(OneWriterTest, AnOperatorHandsTheLunToAnotherNodeAndTheHolderIsFenced) {
   EXPECT_TRUE(Unpublish("vol-h", target).ok());
   EXPECT_TRUE(Unstage("vol-h", Staging("vol-h")).ok());
   EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
-  csi::v1::NodeUnstageVolumeRequest unstage;
-  unstage.set_volume_id("vol-h");
-  unstage.set_staging_target_path(OtherStaging("vol-h"));
-  csi::v1::NodeUnstageVolumeResponse unstaged;
-  EXPECT_TRUE(other_->node().NodeUnstageVolume(testbed::Ctx().get(), unstage, &unstaged).ok());
+  EXPECT_TRUE(OtherUnstage("vol-h").ok());
   EXPECT_TRUE(ReservationsNow().keys.empty());
 }
 
