@@ -1,4 +1,6 @@
-# A single-node Kubernetes for tests/e2e, sourced by e2e_test.sh inside its private namespaces.
+# A Kubernetes for tests/e2e, sourced by e2e_test.sh inside its private namespaces: one node that
+# is also the control plane (cluster_up), or a control plane with nodes of their own (two_nodes.sh:
+# control_plane_up, then each node_up in namespaces nested in the test's).
 #
 # Where it runs: on this host, in mount, network, PID and UTS namespaces of the test's own
 # (unshare), so nothing it mounts, no interface, route or process it makes outlives the test.
@@ -18,10 +20,15 @@
 # E2E_WORK (a scratch directory on disk), and the image archives under $E2E_WORK/images.
 # KUBE_FEATURE_GATES (optional, "Gate=true,..."): feature gates of kube-apiserver and kubelet.
 
-NODE_NAME=sh-e2e
-NODE_IP=10.251.0.1
+NODE_NAME=${NODE_NAME:-sh-e2e}
+NODE_IP=${NODE_IP:-10.251.0.1}
+# The API server's address (the single node's own, or the control plane's beside its nodes).
+API_IP=10.251.0.1
 SERVICE_CIDR=10.96.0.0/24
-POD_CIDR=10.88.0.0/16
+POD_CIDR=${POD_CIDR:-10.88.0.0/16}
+# What belongs to one node: its root directories, configuration, logs and PIDs (a node of
+# two_nodes.sh has one of its own under $E2E_WORK).
+NODE_WORK=${NODE_WORK:-$E2E_WORK}
 
 log() { echo "e2e: $*" >&2; }
 die() {
@@ -44,28 +51,78 @@ kc() { "$KUBE_BIN/kubectl" --kubeconfig "$E2E_WORK/pki/admin.kubeconfig" "$@"; }
 
 # --- the namespace's file system and network ------------------------------------------------
 
+# setup_host: the single node's namespace is also the control plane's.
 setup_host() {
-  mount --make-rshared /
-  # A fresh /run: our bus, our systemd, containerd's and tgtd's sockets; nothing of the host's.
-  mount -t tmpfs -o mode=0755 tmpfs /run
-  mkdir -p /run/systemd/system /run/dbus /run/udev /run/user/0 /run/lock
-  chmod 0700 /run/user/0
-  local d
-  for d in /var/lib/kubelet /var/lib/stagehand /var/lib/containerd /var/log/pods \
-    /var/log/containers /etc/iscsi /etc/multipath; do
-    mkdir -p "$d" "$E2E_WORK/root$d"
-    mount --bind "$E2E_WORK/root$d" "$d"
-  done
-  mount --make-rshared /var/lib/kubelet
-  hostname "$NODE_NAME"
-  ip link set lo up
+  setup_cluster_host
+  setup_node_host
   # The node's interface: one end of a veth pair (this kernel has no dummy links).
   ip link add sh-e2e0 type veth peer name sh-e2e1
   ip addr add "$NODE_IP/24" dev sh-e2e0
   ip link set sh-e2e1 up
   ip link set sh-e2e0 up
   ip route add default dev sh-e2e0
+}
+
+# The control plane's namespace: shared mounts, a fresh /run (our bus, our systemd,
+# containerd's and tgtd's sockets; nothing of the host's), forwarding.
+setup_cluster_host() {
+  mount --make-rshared /
+  mount -t tmpfs -o mode=0755 tmpfs /run
+  ip link set lo up
   echo 1 >/proc/sys/net/ipv4/ip_forward
+}
+
+# A node's own directories (on disk under $NODE_WORK/root) and name. A nested node's mount
+# namespace gets its own /run and shared propagation here too.
+setup_node_host() {
+  if [[ $NODE_WORK != "$E2E_WORK" ]]; then
+    mount --make-rshared /
+    mount -t tmpfs -o mode=0755 tmpfs /run
+    ip link set lo up
+  fi
+  mkdir -p /run/systemd/system /run/dbus /run/udev /run/user/0 /run/lock
+  chmod 0700 /run/user/0
+  local d
+  for d in /var/lib/kubelet /var/lib/stagehand /var/lib/containerd /var/lib/cni /var/log/pods \
+    /var/log/containers /etc/iscsi /etc/multipath; do
+    mkdir -p "$d" "$NODE_WORK/root$d"
+    mount --bind "$NODE_WORK/root$d" "$d"
+  done
+  mount --make-rshared /var/lib/kubelet
+  hostname "$NODE_NAME"
+}
+
+# node_cgroups: a nested node's own cgroup in every hierarchy, this shell moved into it in those
+# systemd uses: its `systemd --user` names its units' cgroups after the units (both nodes run a
+# session unit of the same name), and its kubelet's cgroupRoot must exist.
+node_cgroups() {
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    mkdir -p "$h$NODE_NAME"
+    if [[ -f ${h}cpuset.cpus ]]; then
+      cat "${h}cpuset.cpus" >"$h$NODE_NAME/cpuset.cpus"
+      cat "${h}cpuset.mems" >"$h$NODE_NAME/cpuset.mems"
+    fi
+  done
+  for h in systemd unified; do
+    [[ ! -d /sys/fs/cgroup/$h ]] || echo "$BASHPID" >"/sys/fs/cgroup/$h/$NODE_NAME/cgroup.procs"
+  done
+}
+
+# node_main: a nested node (two_nodes.sh's node_up runs it in its own mount, network and UTS
+# namespaces): its directories, its uplink to the control plane's namespace, systemd --user,
+# containerd and the kubelet; it lasts as long as they do.
+node_main() {
+  node_cgroups
+  setup_node_host
+  wait_for 30 "the node's uplink" ip link show uplink
+  ip addr add "$NODE_IP/24" dev uplink
+  ip link set uplink up
+  ip route add default via "${NODE_IP%.*}.1"
+  start_systemd
+  start_containerd
+  start_kubelet
+  wait
 }
 
 # --- certificates -----------------------------------------------------------------------------
@@ -93,7 +150,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: e2e
-  cluster: {server: "https://$NODE_IP:6443", certificate-authority: "$pki/ca.crt"}
+  cluster: {server: "https://$API_IP:6443", certificate-authority: "$pki/ca.crt"}
 users:
 - name: $1
   user: {client-certificate: "$pki/$1.crt", client-key: "$pki/$1.key"}
@@ -104,39 +161,47 @@ current-context: e2e
 EOF
 }
 
+# make_pki [NAME=IP ...]: the cluster's certificates, with a kubelet's for each node named
+# (the single node when none is).
 make_pki() {
   local pki=$E2E_WORK/pki
   mkdir -p "$pki"
   openssl req -x509 -new -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -subj "/CN=sh-e2e-ca" \
     -days 2 -out "$pki/ca.crt" 2>/dev/null
   cert apiserver "/CN=kube-apiserver" \
-    "IP:$NODE_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+    "IP:$API_IP,IP:127.0.0.1,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   cert admin "/O=system:masters/CN=admin"
   cert controller-manager "/CN=system:kube-controller-manager"
   cert scheduler "/CN=system:kube-scheduler"
-  cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"
+  local node nodes=("$@")
+  ((${#nodes[@]} > 0)) || nodes=("$NODE_NAME=$NODE_IP")
+  for node in "${nodes[@]}"; do
+    cert "kubelet-${node%%=*}" "/O=system:nodes/CN=system:node:${node%%=*}" \
+      "IP:${node#*=},DNS:${node%%=*}"
+    kubeconfig "kubelet-${node%%=*}"
+  done
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   local n
-  for n in admin controller-manager scheduler kubelet; do kubeconfig "$n"; done
+  for n in admin controller-manager scheduler; do kubeconfig "$n"; done
 }
 
 # --- components ---------------------------------------------------------------------------------
 
-# start NAME COMMAND...: runs COMMAND in the background with its output in $E2E_WORK/logs/NAME.log
-# and its PID in $E2E_WORK/pids/NAME.
+# start NAME COMMAND...: runs COMMAND in the background with its output in $NODE_WORK/logs/NAME.log
+# and its PID in $NODE_WORK/pids/NAME.
 start() {
   local name=$1
   shift
-  mkdir -p "$E2E_WORK/logs" "$E2E_WORK/pids"
-  "$@" >>"$E2E_WORK/logs/$name.log" 2>&1 &
-  echo $! >"$E2E_WORK/pids/$name"
+  mkdir -p "$NODE_WORK/logs" "$NODE_WORK/pids"
+  "$@" >>"$NODE_WORK/logs/$name.log" 2>&1 &
+  echo $! >"$NODE_WORK/pids/$name"
 }
 
 # stop NAME [SIGNAL]: ends what `start NAME` started (SIGTERM unless told; tgtd ignores it).
 stop() {
-  local pidfile=$E2E_WORK/pids/$1
+  local pidfile=$NODE_WORK/pids/$1
   [[ -f $pidfile ]] || return 0
   local pid
   pid=$(cat "$pidfile")
@@ -174,7 +239,7 @@ start_control_plane() {
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster e2e=http://127.0.0.1:2380 --log-level warn
   start kube-apiserver "$KUBE_BIN/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
-    --advertise-address "$NODE_IP" --bind-address 0.0.0.0 --secure-port 6443 \
+    --advertise-address "$API_IP" --bind-address 0.0.0.0 --secure-port 6443 \
     --service-cluster-ip-range "$SERVICE_CIDR" --allow-privileged=true \
     --authorization-mode Node,RBAC --client-ca-file "$pki/ca.crt" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -210,9 +275,9 @@ runc_binary() {
 }
 
 start_containerd() {
-  local conf=$E2E_WORK/containerd.toml
-  mkdir -p "$E2E_WORK/cni"
-  cat >"$E2E_WORK/cni/10-e2e.conflist" <<EOF
+  local conf=$NODE_WORK/containerd.toml
+  mkdir -p "$NODE_WORK/cni"
+  cat >"$NODE_WORK/cni/10-e2e.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "e2e",
@@ -234,7 +299,7 @@ state = "/run/containerd"
   sandbox = "localhost/pause:e2e"
 [plugins.'io.containerd.cri.v1.runtime'.cni]
   bin_dirs = ["/usr/lib/cni"]
-  conf_dir = "$E2E_WORK/cni"
+  conf_dir = "$NODE_WORK/cni"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
@@ -246,13 +311,13 @@ EOF
   local archive
   for archive in "$E2E_WORK"/images/*.tar; do
     "$KUBE_BIN/ctr" --address /run/containerd/containerd.sock -n k8s.io images import \
-      --no-unpack "$archive" >/dev/null 2>>"$E2E_WORK/logs/ctr.log" || die "ctr import $archive"
+      --no-unpack "$archive" >/dev/null 2>>"$NODE_WORK/logs/ctr.log" || die "ctr import $archive"
   done
 }
 
 start_kubelet() {
   local pki=$E2E_WORK/pki
-  cat >"$E2E_WORK/kubelet.yaml" <<EOF
+  cat >"$NODE_WORK/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -260,8 +325,8 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: "$pki/ca.crt"}
 authorization: {mode: Webhook}
-tlsCertFile: "$pki/kubelet.crt"
-tlsPrivateKeyFile: "$pki/kubelet.key"
+tlsCertFile: "$pki/kubelet-$NODE_NAME.crt"
+tlsPrivateKeyFile: "$pki/kubelet-$NODE_NAME.key"
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
@@ -274,20 +339,24 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 syncFrequency: 5s
 EOF
+  # A nested node's pods live under a cgroup of its own: a kubelet removes the pod cgroups it
+  # does not know under its root, and kills what runs in them.
+  [[ $NODE_WORK == "$E2E_WORK" ]] || echo "cgroupRoot: /$NODE_NAME" >>"$NODE_WORK/kubelet.yaml"
   local gate
   if [[ -n ${KUBE_FEATURE_GATES:-} ]]; then
-    echo "featureGates:" >>"$E2E_WORK/kubelet.yaml"
+    echo "featureGates:" >>"$NODE_WORK/kubelet.yaml"
     for gate in ${KUBE_FEATURE_GATES//,/ }; do
-      echo "  ${gate%%=*}: ${gate#*=}" >>"$E2E_WORK/kubelet.yaml"
+      echo "  ${gate%%=*}: ${gate#*=}" >>"$NODE_WORK/kubelet.yaml"
     done
   fi
-  start kubelet "$KUBE_BIN/kubelet" --config "$E2E_WORK/kubelet.yaml" \
-    --kubeconfig "$pki/kubelet.kubeconfig" --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" \
+  start kubelet "$KUBE_BIN/kubelet" --config "$NODE_WORK/kubelet.yaml" \
+    --kubeconfig "$pki/kubelet-$NODE_NAME.kubeconfig" --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" \
     --root-dir /var/lib/kubelet --v=2
 }
 
+# node_ready [NAME]
 node_ready() {
-  [[ $(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
+  [[ $(kc get node "${1:-$NODE_NAME}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') == True ]]
 }
 
 cluster_up() {

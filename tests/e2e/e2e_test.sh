@@ -10,6 +10,7 @@
 #   ... --helm    installs stagehand with its Helm chart (deploy/helm/stagehand; helm from
 #                 scripts/install-test-tools) instead of kustomize, and changes the image with
 #                 `helm upgrade`
+#   ... --two-nodes  two nodes of one cluster on one LUN instead (two_nodes.sh says what it checks)
 #
 # Checks, in order: the kubelet registers our driver (CSINode, node id); the example
 # Secret/PV/PVC/Pod stages, publishes and takes writes; deleting the pod unpublishes and
@@ -30,15 +31,24 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
+# A node of --two-nodes, in namespaces of its own nested in the test's (cluster.sh, node_main).
+if [[ ${1:-} == --node ]]; then
+  # shellcheck source=tests/e2e/cluster.sh
+  source "$here/cluster.sh"
+  node_main
+  exit
+fi
+
 if [[ ${1:-} != --inside ]]; then
-  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z] [--helm]}
+  image_archive=${1:?usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z] [--helm | --two-nodes]}
   [[ $(id -u) -eq 0 ]] || { echo "e2e: needs root" >&2; exit 1; }
-  usage="usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z] [--helm]"
-  export E2E_INSTALL=kustomize
+  usage="usage: e2e_test.sh IMAGE_ARCHIVE [--oldest | vX.Y.Z] [--helm | --two-nodes]"
+  export E2E_INSTALL=kustomize E2E_TWO_NODES=0
   release=
   for arg in "${@:2}"; do
     case $arg in
       --helm) E2E_INSTALL=helm ;;
+      --two-nodes) E2E_TWO_NODES=1 ;;
       --oldest | v1.*) release=$arg ;;
       *) echo "$usage" >&2; exit 2 ;;
     esac
@@ -75,8 +85,10 @@ if [[ ${1:-} != --inside ]]; then
   rm -rf "$E2E_WORK/layers"
   "$here/test-images" "$KUBE_BIN" "$E2E_WORK/images"
   # The same image with another build of stagehand-session, for the upgrade in place.
-  "$here/next-image" "$E2E_WORK/images/stagehand.tar" "$E2E_WORK/images/stagehand-next.tar" \
-    >"$E2E_WORK/next-build"
+  if ((E2E_TWO_NODES == 0)); then
+    "$here/next-image" "$E2E_WORK/images/stagehand.tar" "$E2E_WORK/images/stagehand-next.tar" \
+      >"$E2E_WORK/next-build"
+  fi
   # The DaemonSet mounts /lib/modules (DirectoryOrCreate); this host may have none. The test
   # mounts its own /etc/multipath over the host's, which may not exist either.
   made_modules=0
@@ -105,9 +117,15 @@ if [[ ${1:-} != --inside ]]; then
     losetup -d "$loop" 2>/dev/null && echo "e2e: detached $loop" >&2
   done < <(comm -13 "$E2E_WORK/loops.before" "$E2E_WORK/loops.after")
   if ((rc != 0)); then
-    echo "e2e: logs kept in $E2E_WORK/logs" >&2
-    mkdir -p /tmp/sh-e2e-logs && cp -r "$E2E_WORK/logs" "/tmp/sh-e2e-logs/$(basename "$E2E_WORK")"
+    kept=/tmp/sh-e2e-logs/$(basename "$E2E_WORK")
+    echo "e2e: logs kept in $kept" >&2
+    mkdir -p "$kept" && cp -r "$E2E_WORK/logs" "$kept"
+    for node_logs in "$E2E_WORK"/node-*/logs; do
+      [[ ! -d $node_logs ]] || cp -r "$node_logs" "$kept/$(basename "$(dirname "$node_logs")")"
+    done
   fi
+  # The nested nodes' cgroups (cluster.sh, node_cgroups), empty once their processes ended.
+  find /sys/fs/cgroup/*/sh-e2e-* -depth -type d -exec rmdir {} + 2>/dev/null || true
   rm -rf "$E2E_WORK"
   ((made_modules == 0)) || rmdir /lib/modules 2>/dev/null || true
   ((made_multipath == 0)) || rmdir /etc/multipath 2>/dev/null || true
@@ -148,8 +166,9 @@ mount_count() { wc -l </proc/self/mountinfo; }
 IQN=iqn.2026-12.dev.stagehand:e2e
 CHAP_USER=e2e-user
 CHAP_PASSWORD=e2e-secret-0123
+TGT_PORTAL=127.0.0.1:3260
 start_tgtd() {
-  start tgtd tgtd -f --iscsi portal=127.0.0.1:3260
+  start tgtd tgtd -f --iscsi "portal=$TGT_PORTAL"
   wait_for 10 "tgtd" tgtadm --lld iscsi --mode target --op show
   tgtadm --lld iscsi --mode target --op new --tid 1 --targetname "$IQN"
   local lun
@@ -162,6 +181,12 @@ start_tgtd() {
   tgtadm --lld iscsi --mode account --op new --user "$CHAP_USER" --password "$CHAP_PASSWORD"
   tgtadm --lld iscsi --mode account --op bind --tid 1 --user "$CHAP_USER"
 }
+
+if ((E2E_TWO_NODES == 1)); then
+  # shellcheck source=tests/e2e/two_nodes.sh
+  source "$here/two_nodes.sh"
+  exit
+fi
 
 t0=$SECONDS
 cluster_up

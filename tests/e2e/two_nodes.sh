@@ -1,0 +1,251 @@
+# Two nodes of one cluster on one LUN: sourced by e2e_test.sh --inside when run with --two-nodes.
+#
+# The test's namespaces hold the control plane and the iSCSI target (tgtd on $API_IP); each node
+# runs in mount, network and UTS namespaces of its own nested in them (cluster.sh, node_main):
+# its own /run with its systemd --user, containerd and kubelet, its own /var/lib/kubelet and
+# /var/lib/stagehand (so its own initiator name), its own cgroups, and an uplink (a veth pair)
+# to the control plane's namespace, which routes between them. Cutting a node off is taking
+# its uplink down: it loses the API server and the target at once, as a partitioned node does.
+#
+# Checks, with the DaemonSet on both nodes and one ReadWriteOnce filesystem PV (takeoverAfter
+# 10 s):
+#   1. the orderly move: while a pod on node A writes, a pod for the same claim on node B does
+#      not start: its stage is refused ("in use on another node" in the pod's events, as a
+#      Multi-Attach error shows); the pod on A deleted, B's starts, finds every record A wrote,
+#      and A holds nothing of the volume any more;
+#   2. a dead holder: a pod on A writes fsync'd records; A is cut off and its kubelet stopped;
+#      the pod is force-deleted and started on B, which is refused until A's registration has
+#      stood still for takeoverAfter, then takes over: every record A synced before the cut
+#      reads back on B; A, reconnected, is fenced (its writer's fsync fails, its agent reports
+#      Fenced) and, its kubelet running again, unpublishes and unstages; nothing A tried to
+#      write after the takeover is on the LUN, and e2fsck finds the filesystem clean.
+
+NODE_A=sh-e2e-a
+NODE_B=sh-e2e-b
+declare -A NODE_IPS=([$NODE_A]=10.251.1.2 [$NODE_B]=10.251.2.2)
+declare -A UPLINKS=([$NODE_A]=sh-e2e-up1 [$NODE_B]=sh-e2e-up2)
+TGT_PORTAL=$API_IP:3260
+
+# node_up NAME INDEX: starts node NAME (address 10.251.INDEX.2) in namespaces of its own.
+node_up() {
+  local name=$1 i=$2
+  local work=$E2E_WORK/node-$name
+  mkdir -p "$work/logs"
+  NODE_NAME=$name NODE_IP=${NODE_IPS[$name]} POD_CIDR=10.$((88 + i)).0.0/16 NODE_WORK=$work \
+    unshare --mount --uts --net --propagation private "$here/e2e_test.sh" --node \
+    >>"$work/logs/node.log" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$E2E_WORK/pids/node-$name"
+  # Until unshare(2) ran, the new process is in this network namespace.
+  own_net() { [[ $(readlink "/proc/$1/ns/net") != "$(readlink /proc/self/ns/net)" ]]; }
+  wait_for 30 "node $name's network namespace" own_net "$pid"
+  ip link add "${UPLINKS[$name]}" type veth peer name uplink netns "$pid"
+  ip addr add "10.251.$i.1/24" dev "${UPLINKS[$name]}"
+  ip link set "${UPLINKS[$name]}" up
+}
+
+# in_node NAME COMMAND...: COMMAND in node NAME's namespaces.
+in_node() {
+  local pid
+  pid=$(cat "$E2E_WORK/pids/node-$1")
+  shift
+  nsenter --target "$pid" --mount --net --uts -- "$@"
+}
+
+node_pid_of() { cat "$E2E_WORK/node-$1/pids/$2"; }
+
+# node_clean NAME: no CSI mount and no session unit left on node NAME.
+node_clean() {
+  ! in_node "$1" awk '{print $5}' /proc/self/mountinfo |
+    grep -qE '^/var/lib/kubelet/(pods|plugins)/.*kubernetes.io[~/]csi' &&
+    [[ $(in_node "$1" env XDG_RUNTIME_DIR="$SYSTEMD_RUNTIME" \
+      DBUS_SESSION_BUS_ADDRESS="unix:path=$SYSTEMD_RUNTIME/bus" \
+      systemctl --user --no-pager list-units --all --no-legend 'stagehand-session-*' |
+      wc -l) -eq 0 ]]
+}
+
+cluster_down() {
+  local name c
+  for name in "$NODE_A" "$NODE_B"; do
+    # A stopped kubelet must run again to be stopped for good.
+    [[ ! -f $E2E_WORK/node-$name/pids/kubelet ]] ||
+      kill -CONT "$(node_pid_of "$name" kubelet)" 2>/dev/null || true
+    for c in kubelet containerd systemd; do NODE_WORK=$E2E_WORK/node-$name stop "$c"; done
+    stop "node-$name"
+  done
+  for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$c"; done
+}
+
+t0=$SECONDS
+setup_cluster_host
+ip link add sh-e2e0 type veth peer name sh-e2e1
+ip addr add "$API_IP/24" dev sh-e2e0
+ip link set sh-e2e1 up
+ip link set sh-e2e0 up
+make_pki "$NODE_A=${NODE_IPS[$NODE_A]}" "$NODE_B=${NODE_IPS[$NODE_B]}"
+start_control_plane
+start_tgtd
+node_up "$NODE_A" 1
+node_up "$NODE_B" 2
+wait_for 180 "node $NODE_A Ready" node_ready "$NODE_A"
+wait_for 180 "node $NODE_B Ready" node_ready "$NODE_B"
+log "two nodes up in $((SECONDS - t0)) s"
+
+kc apply -k "$repo/deploy/kubernetes" >/dev/null
+kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
+  die "the DaemonSet did not become ready on both nodes"
+for name in "$NODE_A" "$NODE_B"; do
+  registered() {
+    [[ $(kc get csinode "$1" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].nodeID}') == "$1" ]]
+  }
+  wait_for 60 "CSINode $name lists iscsi.stagehand.dev" registered "$name"
+done
+iqn_a=$(in_node "$NODE_A" cat /var/lib/stagehand/initiatorname)
+iqn_b=$(in_node "$NODE_B" cat /var/lib/stagehand/initiatorname)
+[[ $iqn_a == InitiatorName=iqn.* && $iqn_b == InitiatorName=iqn.* && $iqn_a != "$iqn_b" ]] ||
+  die "the nodes need initiator names of their own: '$iqn_a', '$iqn_b'"
+log "ok: the DaemonSet runs on both nodes, each with its own initiator name"
+
+kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Secret
+metadata: {name: iscsi-chap, namespace: default}
+type: Opaque
+stringData:
+  node.session.auth.username: $CHAP_USER
+  node.session.auth.password: $CHAP_PASSWORD
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: shared}
+spec:
+  capacity: {storage: 256Mi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  volumeMode: Filesystem
+  mountOptions: [errors=remount-ro]
+  csi:
+    driver: iscsi.stagehand.dev
+    volumeHandle: shared
+    fsType: ext4
+    volumeAttributes:
+      targetPortal: "$TGT_PORTAL"
+      iqn: "$IQN"
+      lun: "1"
+      takeoverAfter: "10"
+    nodeStageSecretRef: {name: iscsi-chap, namespace: default}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: shared, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: shared
+  resources: {requests: {storage: 256Mi}}
+EOF
+
+# pod_on NAME NODE COMMAND: a pod of the claim, bound to NODE.
+pod_on() {
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  nodeName: $2
+  terminationGracePeriodSeconds: 5
+  containers:
+    - name: app
+      image: busybox:1.36
+      command: ["sh", "-c", "$3"]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: shared}
+EOF
+}
+pod_running() { [[ $(kc get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
+# refused POD: the kubelet shows the refused stage in the pod's events.
+refused() {
+  kc get events --field-selector "involvedObject.name=$1" -o jsonpath='{.items[*].message}' |
+    grep -q 'in use on another node'
+}
+# writer FILE: appends "a-N" records to FILE, each fsync'd; a failed write prints FAIL and ends it.
+writer() {
+  echo "i=0; while true; do echo a-\$i >> $1 && sync $1 || { echo FAIL; exit 1; }; i=\$((i+1)); done"
+}
+records() { kc exec "$1" -- sh -c "grep -c '^a-' $2 || true"; }
+# contiguous POD FILE: FILE holds a-0, a-1, ... in order, then at most a b- line last.
+contiguous() {
+  kc exec "$1" -- awk 'n_b { exit 1 } /^b-/ { n_b = 1; next } $0 != "a-" NR - 1 { exit 1 }' "$2"
+}
+
+# --- 1. the orderly move: B waits for A's unstage.
+pod_on first "$NODE_A" "$(writer /data/moved)"
+wait_for 180 "pod first Running on $NODE_A" pod_running first
+has_records() { (($(records first /data/moved) >= 20)); }
+wait_for 60 "records from the pod on $NODE_A" has_records
+pod_on second "$NODE_B" 'sleep 3600'
+wait_for 120 "the stage on $NODE_B refused while $NODE_A holds the volume" refused second
+! pod_running second || die "pod second runs on $NODE_B while $NODE_A holds the volume"
+log "ok: a pod of the claim on $NODE_B waits while the one on $NODE_A writes (stage refused)"
+t=$SECONDS
+kc delete pod first --wait=true --timeout=120s >/dev/null
+wait_for 240 "pod second Running on $NODE_B after $NODE_A's unstage" pod_running second
+node_clean "$NODE_A" || die "$NODE_A still holds the volume while $NODE_B has it staged"
+moved=$(records second /data/moved)
+((moved >= 20)) || die "$NODE_B finds $moved records of $NODE_A's"
+contiguous second /data/moved || die "$NODE_B finds $NODE_A's records out of order or missing"
+log "ok: orderly move: $NODE_B staged $((SECONDS - t)) s after the delete, found $moved records"
+kc delete pod second --wait=true --timeout=120s >/dev/null
+wait_for 120 "$NODE_B unstaged" node_clean "$NODE_B"
+
+# --- 2. a dead holder: A cut off with its kubelet stopped, the pod force-deleted, B takes over.
+pod_on writer "$NODE_A" "$(writer /data/log)"
+wait_for 180 "pod writer Running on $NODE_A" pod_running writer
+has_log() { (($(records writer /data/log) >= 50)); }
+wait_for 60 "records from the writer on $NODE_A" has_log
+synced=$(($(records writer /data/log) - 1)) # the last one read may still be in its fsync
+ip link set "${UPLINKS[$NODE_A]}" down
+kill -STOP "$(node_pid_of "$NODE_A" kubelet)"
+kc delete pod writer --force --grace-period=0 >/dev/null 2>&1
+log "$NODE_A cut off from the target and the API server, its kubelet stopped, pod writer force-deleted ($synced records synced)"
+t=$SECONDS
+pod_on taker "$NODE_B" 'n=$(grep -c ^a- /data/log); echo b-$n >> /data/log && sync /data/log; sleep 3600'
+wait_for 300 "pod taker Running on $NODE_B (takeover)" pod_running taker
+refused taker || die "$NODE_B took over without being refused first"
+got=$(records taker /data/log)
+((got >= synced)) || die "$NODE_B reads $got records, $NODE_A had synced $synced"
+contiguous taker /data/log || die "$NODE_B finds the records out of order or missing"
+seen=$(kc exec taker -- cat /data/log | md5sum)
+log "ok: $NODE_B took over $((SECONDS - t)) s after the pod's deletion and reads all $got records"
+
+# A reconnected: its session finds itself preempted; the writer's next fsync fails.
+ip link set "${UPLINKS[$NODE_A]}" up
+writer_log() { cat "$E2E_WORK/node-$NODE_A"/root/var/log/pods/default_writer_*/app/*.log 2>/dev/null; }
+writer_failed() { writer_log | grep -q FAIL; }
+wait_for 120 "the writer on $NODE_A to fail its writes" writer_failed
+fenced() {
+  curl -sf "http://${NODE_IPS[$NODE_A]}:29780/metrics" |
+    grep -q '^stagehand_volume_health_problem{.*Fenced'
+}
+wait_for 60 "$NODE_A's agent to report the volume Fenced" fenced
+log "ok: $NODE_A reconnected: fenced, its writer's fsync failed"
+kill -CONT "$(node_pid_of "$NODE_A" kubelet)"
+wait_for 180 "$NODE_A to unpublish and unstage the fenced volume" node_clean "$NODE_A"
+[[ $(kc exec taker -- cat /data/log | md5sum) == "$seen" ]] || die "the log changed after the takeover"
+kc delete pod taker --wait=true --timeout=120s >/dev/null
+wait_for 120 "$NODE_B unstaged" node_clean "$NODE_B"
+log "ok: $NODE_A unstaged the fenced volume, $NODE_B unstaged"
+
+# The LUN itself: a clean filesystem, the records B read and its own line last, nothing of A's
+# after the takeover.
+e2fsck -fn "$E2E_WORK/lun1.img" >"$E2E_WORK/logs/e2fsck.log" 2>&1 ||
+  die "e2fsck -fn on the LUN: $(tail -5 "$E2E_WORK/logs/e2fsck.log")"
+debugfs -R 'cat /log' "$E2E_WORK/lun1.img" 2>/dev/null >"$E2E_WORK/log.on-lun"
+awk 'n_b { exit 1 } /^b-/ { n_b = 1; next } $0 != "a-" NR - 1 { exit 1 } END { exit !n_b }' \
+  "$E2E_WORK/log.on-lun" || die "the log on the LUN is not A's records then B's line: $(tail -3 "$E2E_WORK/log.on-lun")"
+[[ $(tail -1 "$E2E_WORK/log.on-lun") == "b-$got" ]] || die "the LUN's last line is not B's"
+log "ok: the LUN: e2fsck clean, $got records of $NODE_A's then $NODE_B's line, nothing after"
+log "all two-node checks passed in $((SECONDS - t0)) s"
