@@ -1,9 +1,10 @@
 # A Kubernetes for tests/e2e, sourced by e2e_test.sh inside its private namespaces: one node that
 # is also the control plane (cluster_up), or a control plane with nodes of their own (two_nodes.sh:
-# control_plane_up, then each node_up in namespaces nested in the test's).
+# the control plane in the test's namespaces, each node_up in namespaces nested in those).
 #
 # Where it runs: on this host, in mount, network, PID and UTS namespaces of the test's own
-# (unshare), so nothing it mounts, no interface, route or process it makes outlives the test.
+# (unshare), so nothing it mounts, no interface, route or process it makes outlives the test
+# (the nested nodes' cgroup directories excepted: e2e_test.sh removes them once it ended).
 # Each workaround, and why:
 #   - hybrid cgroup v1, systemd not PID 1: kubelet and containerd use the cgroupfs driver, and
 #     the kubelet is told failCgroupV1: false (1.35 refuses cgroup v1 otherwise).

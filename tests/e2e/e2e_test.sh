@@ -53,6 +53,7 @@ if [[ ${1:-} != --inside ]]; then
       *) echo "$usage" >&2; exit 2 ;;
     esac
   done
+  [[ $E2E_INSTALL != helm || $E2E_TWO_NODES == 0 ]] || { echo "$usage" >&2; exit 2; }
   export HELM_BIN=${STAGEHAND_TEST_TOOLS:-$HOME/.cache/stagehand-tools}/bin/helm
   [[ $E2E_INSTALL != helm || -x $HELM_BIN ]] ||
     { echo "e2e: no $HELM_BIN: run scripts/install-test-tools" >&2; exit 1; }
@@ -123,6 +124,10 @@ if [[ ${1:-} != --inside ]]; then
     for node_logs in "$E2E_WORK"/node-*/logs; do
       [[ ! -d $node_logs ]] || cp -r "$node_logs" "$kept/$(basename "$(dirname "$node_logs")")"
     done
+    # Every container's log of the two nodes (their agents' included).
+    for pod_logs in "$E2E_WORK"/node-*/root/var/log/pods; do
+      [[ ! -d $pod_logs ]] || cp -rL "$pod_logs" "$kept/$(basename "${pod_logs%/root/var/log/pods}")/pods" 2>/dev/null || true
+    done
   fi
   # The nested nodes' cgroups (cluster.sh, node_cgroups), empty once their processes ended.
   find /sys/fs/cgroup/*/sh-e2e-* -depth -type d -exec rmdir {} + 2>/dev/null || true
@@ -141,7 +146,11 @@ on_exit() {
   if ((rc != 0)); then
     kc get pods -A -o wide >"$E2E_WORK/logs/pods.txt" 2>&1 || true
     kc get events -A >"$E2E_WORK/logs/events.txt" 2>&1 || true
-    kc -n stagehand-system logs ds/stagehand-node --all-containers >"$E2E_WORK/logs/stagehand.log" 2>&1 || true
+    local pod
+    for pod in $(kc -n stagehand-system get pods -o name 2>/dev/null); do
+      kc -n stagehand-system logs "$pod" --all-containers --request-timeout=10s \
+        >"$E2E_WORK/logs/stagehand-${pod#pod/}.log" 2>&1 || true
+    done
     systemctl_e2e list-units --all --no-legend >"$E2E_WORK/logs/units.txt" 2>&1 || true
     cat /proc/self/mountinfo >"$E2E_WORK/logs/mountinfo.txt" 2>&1 || true
   fi
