@@ -19,7 +19,9 @@
 #      stood still for takeoverAfter (not sooner), then takes over: every record A synced before the cut
 #      reads back on B; A, reconnected, is fenced (its writer's fsync fails, its agent reports
 #      Fenced) and, its kubelet running again, unpublishes and unstages; nothing A tried to
-#      write after the takeover is on the LUN, and e2fsck finds the filesystem clean.
+#      write after the takeover is on the LUN, and e2fsck finds the filesystem clean;
+#   3. the same from B to A through Kubernetes' non-graceful node shutdown: B cut off and
+#      NotReady, the out-of-service taint on it, the pod GC deletes its pod, A takes over.
 
 NODE_A=sh-e2e-a
 NODE_B=sh-e2e-b
@@ -235,51 +237,89 @@ kc delete pod second --wait=true --timeout=120s >/dev/null
 wait_for 120 "$NODE_B unstaged" node_clean "$NODE_B"
 no_new_loops "after the orderly move"
 
-# --- 2. a dead holder: A cut off with its kubelet stopped, the pod force-deleted, B takes over.
-pod_on writer "$NODE_A" "$(writer /data/log)"
-wait_for 180 "pod writer Running on $NODE_A" pod_running writer
-has_log() { (($(records writer /data/log) >= 50)); }
-wait_for 60 "records from the writer on $NODE_A" has_log
-synced=$(($(records writer /data/log) - 1)) # the last one read may still be in its fsync
-ip link set "${UPLINKS[$NODE_A]}" down
-kill -STOP "$(node_pid_of "$NODE_A" kubelet)"
-kc delete pod writer --force --grace-period=0 >/dev/null 2>&1
-log "$NODE_A cut off from the target and the API server, its kubelet stopped, pod writer force-deleted ($synced records synced)"
-t=$SECONDS
-pod_on taker "$NODE_B" 'n=$(grep -c ^a- /data/log); echo b-$n >> /data/log && sync /data/log; sleep 3600'
-wait_for 300 "pod taker Running on $NODE_B (takeover)" pod_running taker
-took=$((SECONDS - t))
-refused taker || die "$NODE_B took over without being refused first"
-((took >= 10)) || die "$NODE_B took over $took s after the pod's deletion, before takeoverAfter"
-got=$(records taker /data/log)
-((got >= synced)) || die "$NODE_B reads $got records, $NODE_A had synced $synced"
-contiguous taker /data/log || die "$NODE_B finds the records out of order or missing"
-log "ok: $NODE_B took over $took s after the pod's deletion and reads all $got records"
+# dead_holder HOLDER TAKER FILE HOW: a pod on HOLDER writes fsync'd records to FILE; HOLDER is
+# cut off with its kubelet stopped, and the pod goes (HOW: "force", force-deleted; "taint", the
+# node's out-of-service taint, Kubernetes' non-graceful node shutdown, lets the pod GC delete
+# it); a pod on TAKER is refused, then takes over; HOLDER, reconnected, is fenced and, its
+# kubelet running again, unstages. Leaves FILE's expected last line in $last_line.
+dead_holder() {
+  local holder=$1 taker=$2 file=$3 how=$4
+  local old=writer-$how new=taker-$how
+  pod_on "$old" "$holder" "$(writer "$file")"
+  wait_for 180 "pod $old Running on $holder" pod_running "$old"
+  has_log() { (($(records "$old" "$file") >= 50)); }
+  wait_for 60 "records from the writer on $holder" has_log
+  local synced
+  synced=$(($(records "$old" "$file") - 1)) # the last one read may still be in its fsync
+  ip link set "${UPLINKS[$holder]}" down
+  kill -STOP "$(node_pid_of "$holder" kubelet)"
+  if [[ $how == force ]]; then
+    kc delete pod "$old" --force --grace-period=0 >/dev/null 2>&1
+  else
+    not_ready() { ! node_ready "$1"; }
+    wait_for 180 "node $holder NotReady" not_ready "$holder"
+    kc taint node "$holder" node.kubernetes.io/out-of-service=nodeshutdown:NoExecute >/dev/null
+    gone() { ! kc get pod "$1" >/dev/null 2>&1; }
+    wait_for 180 "the pod GC to delete pod $old of the out-of-service node" gone "$old"
+  fi
+  log "$holder cut off from the target and the API server, its kubelet stopped, pod $old deleted ($how; $synced records synced)"
+  local t=$SECONDS
+  pod_on "$new" "$taker" "n=\$(grep -c ^a- $file); echo b-\$n >> $file && sync $file; sleep 3600"
+  wait_for 300 "pod $new Running on $taker (takeover)" pod_running "$new"
+  local took=$((SECONDS - t))
+  refused "$new" || die "$taker took over without being refused first"
+  ((took >= 10)) || die "$taker took over $took s after the pod's deletion, before takeoverAfter"
+  local got
+  got=$(records "$new" "$file")
+  ((got >= synced)) || die "$taker reads $got records, $holder had synced $synced"
+  contiguous "$new" "$file" || die "$taker finds the records out of order or missing"
+  log "ok: $taker took over $took s after the pod's deletion and reads all $got records"
 
-# A reconnected: its session finds itself preempted; the writer's next fsync fails.
-ip link set "${UPLINKS[$NODE_A]}" up
-writer_log() { cat "$E2E_WORK/node-$NODE_A"/root/var/log/pods/default_writer_*/app/*.log 2>/dev/null; }
-writer_failed() { writer_log | grep -q FAIL; }
-wait_for 120 "the writer on $NODE_A to fail its writes" writer_failed
-fenced() {
-  curl -sf "http://${NODE_IPS[$NODE_A]}:29780/metrics" |
-    grep '^stagehand_volume_health_problem{.*Fenced' >/dev/null
+  # The holder reconnected: its session finds itself preempted; the writer's next fsync fails.
+  ip link set "${UPLINKS[$holder]}" up
+  writer_failed() {
+    cat "$E2E_WORK/node-$holder"/root/var/log/pods/default_"$old"_*/app/*.log 2>/dev/null |
+      grep FAIL >/dev/null
+  }
+  wait_for 120 "the writer on $holder to fail its writes" writer_failed
+  fenced() {
+    curl -sf "http://${NODE_IPS[$holder]}:29780/metrics" |
+      grep '^stagehand_volume_health_problem{.*Fenced' >/dev/null
+  }
+  wait_for 60 "$holder's agent to report the volume Fenced" fenced
+  log "ok: $holder reconnected: fenced, its writer's fsync failed"
+  [[ $how == force ]] ||
+    kc taint node "$holder" node.kubernetes.io/out-of-service=nodeshutdown:NoExecute- >/dev/null
+  kill -CONT "$(node_pid_of "$holder" kubelet)"
+  wait_for 180 "$holder to unpublish and unstage the fenced volume" node_clean "$holder"
+  kc delete pod "$new" --wait=true --timeout=120s >/dev/null
+  wait_for 120 "$taker unstaged" node_clean "$taker"
+  no_new_loops "after the takeover ($how)"
+  log "ok: $holder unstaged the fenced volume, $taker unstaged"
+  last_line=b-$got
 }
-wait_for 60 "$NODE_A's agent to report the volume Fenced" fenced
-log "ok: $NODE_A reconnected: fenced, its writer's fsync failed"
-kill -CONT "$(node_pid_of "$NODE_A" kubelet)"
-wait_for 180 "$NODE_A to unpublish and unstage the fenced volume" node_clean "$NODE_A"
-kc delete pod taker --wait=true --timeout=120s >/dev/null
-wait_for 120 "$NODE_B unstaged" node_clean "$NODE_B"
-no_new_loops "after the takeover"
-log "ok: $NODE_A unstaged the fenced volume, $NODE_B unstaged"
 
-# The LUN itself: a clean filesystem, the records B read and its own line last, nothing of A's
-# after the takeover.
+# check_on_lun FILE LAST: on the LUN itself, FILE holds the records the taker read and its own
+# line LAST, nothing of the fenced holder's after the takeover.
+check_on_lun() {
+  debugfs -R "cat /$1" "$E2E_WORK/lun1.img" 2>/dev/null >"$E2E_WORK/on-lun"
+  awk "$in_order END { exit bad || !n_b }" "$E2E_WORK/on-lun" ||
+    die "/$1 on the LUN is not one node's records then the other's line: $(tail -3 "$E2E_WORK/on-lun")"
+  [[ $(tail -1 "$E2E_WORK/on-lun") == "$2" ]] || die "the last line of /$1 on the LUN is not $2"
+}
+
+# --- 2. a dead holder: A cut off, its pod force-deleted, B takes over.
+dead_holder "$NODE_A" "$NODE_B" /data/log force
+last_force=$last_line
+# --- 3. the same through the out-of-service taint: B cut off, A takes over.
+dead_holder "$NODE_B" "$NODE_A" /data/tainted taint
+last_taint=$last_line
+
+# The LUN itself: a clean filesystem, and in each log the records the taker read and its own
+# line last.
 e2fsck -fn "$E2E_WORK/lun1.img" >"$E2E_WORK/logs/e2fsck.log" 2>&1 ||
   die "e2fsck -fn on the LUN: $(tail -5 "$E2E_WORK/logs/e2fsck.log")"
-debugfs -R 'cat /log' "$E2E_WORK/lun1.img" 2>/dev/null >"$E2E_WORK/log.on-lun"
-awk "$in_order END { exit bad || !n_b }" "$E2E_WORK/log.on-lun" || die "the log on the LUN is not A's records then B's line: $(tail -3 "$E2E_WORK/log.on-lun")"
-[[ $(tail -1 "$E2E_WORK/log.on-lun") == "b-$got" ]] || die "the LUN's last line is not B's"
-log "ok: the LUN: e2fsck clean, $got records of $NODE_A's then $NODE_B's line, nothing after"
+check_on_lun log "$last_force"
+check_on_lun tainted "$last_taint"
+log "ok: the LUN: e2fsck clean; each log holds the holder's records, then the taker's line, nothing after"
 log "all two-node checks passed in $((SECONDS - t0)) s"
