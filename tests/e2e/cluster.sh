@@ -56,31 +56,30 @@ kc() { "$KUBE_BIN/kubectl" --kubeconfig "$E2E_WORK/pki/admin.kubeconfig" "$@"; }
 setup_host() {
   setup_cluster_host
   setup_node_host
-  # The node's interface: one end of a veth pair (this kernel has no dummy links).
-  ip link add sh-e2e0 type veth peer name sh-e2e1
-  ip addr add "$NODE_IP/24" dev sh-e2e0
-  ip link set sh-e2e1 up
-  ip link set sh-e2e0 up
   ip route add default dev sh-e2e0
 }
 
-# The control plane's namespace: shared mounts, a fresh /run (our bus, our systemd,
-# containerd's and tgtd's sockets; nothing of the host's), forwarding.
-setup_cluster_host() {
+# own_run: a namespace's shared mounts, a fresh /run (our bus, our systemd, containerd's and
+# tgtd's sockets; nothing of the host's or of another node's) and loopback.
+own_run() {
   mount --make-rshared /
   mount -t tmpfs -o mode=0755 tmpfs /run
   ip link set lo up
+}
+
+# The control plane's namespace: its /run, the API server's address on one end of a veth pair
+# (this kernel has no dummy links), forwarding to the nodes.
+setup_cluster_host() {
+  own_run
+  ip link add sh-e2e0 type veth peer name sh-e2e1
+  ip addr add "$API_IP/24" dev sh-e2e0
+  ip link set sh-e2e1 up
+  ip link set sh-e2e0 up
   echo 1 >/proc/sys/net/ipv4/ip_forward
 }
 
-# A node's own directories (on disk under $NODE_WORK/root) and name. A nested node's mount
-# namespace gets its own /run and shared propagation here too.
+# A node's own directories (on disk under $NODE_WORK/root) and name.
 setup_node_host() {
-  if [[ $NODE_WORK != "$E2E_WORK" ]]; then
-    mount --make-rshared /
-    mount -t tmpfs -o mode=0755 tmpfs /run
-    ip link set lo up
-  fi
   mkdir -p /run/systemd/system /run/dbus /run/udev /run/user/0 /run/lock
   chmod 0700 /run/user/0
   local d
@@ -115,6 +114,7 @@ node_cgroups() {
 # containerd and the kubelet; it lasts as long as they do.
 node_main() {
   node_cgroups
+  own_run
   setup_node_host
   wait_for 30 "the node's uplink" ip link show uplink
   ip addr add "$NODE_IP/24" dev uplink
@@ -353,6 +353,34 @@ EOF
   start kubelet "$KUBE_BIN/kubelet" --config "$NODE_WORK/kubelet.yaml" \
     --kubeconfig "$pki/kubelet-$NODE_NAME.kubeconfig" --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" \
     --root-dir /var/lib/kubelet --v=2
+}
+
+# pod_manifest NAME CLAIM COMMAND [NODE]: a busybox pod that runs COMMAND with CLAIM's volume
+# at /data (on NODE when named; the scheduler's choice otherwise).
+pod_manifest() {
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  ${4:+nodeName: $4}
+  terminationGracePeriodSeconds: 5
+  containers:
+    - name: app
+      image: busybox:1.36
+      command: ["sh", "-c", "$3"]
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: $2}
+EOF
+}
+pod_running() { [[ $(kc get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
+
+# csinode_driver [NAME]: node NAME's CSINode lists our driver with NAME as its node id.
+csinode_driver() {
+  local node=${1:-$NODE_NAME}
+  [[ $(kc get csinode "$node" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].nodeID}') == "$node" ]]
 }
 
 # node_ready [NAME]

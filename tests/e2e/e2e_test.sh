@@ -216,9 +216,6 @@ else
 fi
 kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
   die "the DaemonSet did not become ready"
-csinode_driver() {
-  [[ $(kc get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].nodeID}') == "$NODE_NAME" ]]
-}
 wait_for 60 "CSINode $NODE_NAME lists iscsi.stagehand.dev with node id $NODE_NAME" csinode_driver
 log "ok: DaemonSet ($E2E_INSTALL) ready and registered with the kubelet in $((SECONDS - t)) s"
 # NodeGetInfo's max_volumes_per_node: what the node's memory lets it hold (16 MiB a session).
@@ -242,24 +239,7 @@ example() {
     "$repo/deploy/kubernetes/example-pv.yaml"
 }
 # pod NAME COMMAND: the example's pod under another name and command.
-pod() {
-  cat <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: default}
-spec:
-  terminationGracePeriodSeconds: 5
-  containers:
-    - name: app
-      image: busybox:1.36
-      command: ["sh", "-c", "$2"]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: pg-data}
-EOF
-}
-pod_running() { [[ $(kc get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
+pod() { pod_manifest "$1" pg-data "$2"; }
 
 t=$SECONDS
 example | kc apply -f - >/dev/null

@@ -103,10 +103,6 @@ cluster_down() {
 
 t0=$SECONDS
 setup_cluster_host
-ip link add sh-e2e0 type veth peer name sh-e2e1
-ip addr add "$API_IP/24" dev sh-e2e0
-ip link set sh-e2e1 up
-ip link set sh-e2e0 up
 make_pki "$NODE_A=${NODE_IPS[$NODE_A]}" "$NODE_B=${NODE_IPS[$NODE_B]}"
 start_control_plane
 start_tgtd
@@ -120,10 +116,7 @@ kc apply -k "$repo/deploy/kubernetes" >/dev/null
 kc -n stagehand-system rollout status ds/stagehand-node --timeout=180s >/dev/null ||
   die "the DaemonSet did not become ready on both nodes"
 for name in "$NODE_A" "$NODE_B"; do
-  registered() {
-    [[ $(kc get csinode "$1" -o jsonpath='{.spec.drivers[?(@.name=="iscsi.stagehand.dev")].nodeID}') == "$1" ]]
-  }
-  wait_for 60 "CSINode $name lists iscsi.stagehand.dev" registered "$name"
+  wait_for 60 "CSINode $name lists iscsi.stagehand.dev" csinode_driver "$name"
 done
 iqn_a=$(in_node "$NODE_A" cat /var/lib/stagehand/initiatorname)
 iqn_b=$(in_node "$NODE_B" cat /var/lib/stagehand/initiatorname)
@@ -172,25 +165,7 @@ spec:
 EOF
 
 # pod_on NAME NODE COMMAND: a pod of the claim, bound to NODE.
-pod_on() {
-  kc apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: default}
-spec:
-  nodeName: $2
-  terminationGracePeriodSeconds: 5
-  containers:
-    - name: app
-      image: busybox:1.36
-      command: ["sh", "-c", "$3"]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: shared}
-EOF
-}
-pod_running() { [[ $(kc get pod "$1" -o jsonpath='{.status.phase}') == Running ]]; }
+pod_on() { pod_manifest "$1" shared "$3" "$2" | kc apply -f - >/dev/null; }
 # refused POD: the kubelet shows the refused stage in the pod's events.
 refused() {
   kc get events --field-selector "involvedObject.name=$1" -o jsonpath='{.items[*].message}' |
