@@ -234,6 +234,16 @@ absl::Status NodeService::CheckPublishPaths(const csi::v1::NodePublishVolumeRequ
   return absl::OkStatus();
 }
 
+namespace {
+
+// MULTI_NODE_SINGLE_WRITER: read on any node, written on one, chosen at publish.
+bool IsSingleWriterAcrossNodes(const StagedVolume& volume) {
+  return volume.capability.access_mode ==
+         csi::v1::VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER;
+}
+
+}  // namespace
+
 absl::Status NodeService::CheckPublishable(const csi::v1::NodePublishVolumeRequest& req,
                                            const StagedVolume& rec, const CapabilitySpec& cap,
                                            bool readonly) const {
@@ -320,6 +330,11 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   StagedVolume& rec = *existing;
   const bool readonly = req.readonly() || cap.read_only_mode;
   SH_RETURN_IF_ERROR(CheckPublishable(req, rec, cap, readonly));
+  if (IsSingleWriterAcrossNodes(rec) && !readonly) {
+    // Its stage read only: the first read-write publish makes this node the writer, before
+    // the consumer gets the device.
+    SH_RETURN_IF_ERROR(stager_.SetWriter(rec, /*write=*/true));
+  }
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
   const bool recorded = rec.FindPublication(req.target_path()) != nullptr;
@@ -381,6 +396,16 @@ absl::Status NodeService::Unpublish(const csi::v1::NodeUnpublishVolumeRequest& r
     SH_RETURN_IF_ERROR(deps_.mounter.Unmount(req.target_path()));
   }
   SH_RETURN_IF_ERROR(RemoveTarget(req.target_path()));
+  if (IsSingleWriterAcrossNodes(*existing) &&
+      !existing->FindPublication(req.target_path())->readonly &&
+      std::none_of(existing->publications.begin(), existing->publications.end(),
+                   [&](const Publication& p) {
+                     return !p.readonly && p.target_path != req.target_path();
+                   })) {
+    // The last read-write publish is gone: another node may write now. Given up before the
+    // publish is forgotten, so that a retry gives it up again.
+    SH_RETURN_IF_ERROR(stager_.SetWriter(*existing, /*write=*/false));
+  }
   std::erase_if(existing->publications,
                 [&](const Publication& p) { return p.target_path == req.target_path(); });
   return WithContext(store_.Save(*existing), "persist volume record");

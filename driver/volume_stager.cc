@@ -21,6 +21,7 @@
 #include "driver/lun_claims.h"
 #include "iscsi/persistent_reservation.h"
 #include "iscsi/reservation_claim.h"
+#include "iscsi/target_spec.h"
 #include "mounter/format_decision.h"
 
 namespace stagehand::driver {
@@ -80,20 +81,73 @@ transport::AttachRequest VolumeStager::AttachRequestFor(const csi::v1::NodeStage
   attach.replacement_timeout_seconds =
       target.replacement_timeout_seconds.value_or(options_.replacement_timeout_seconds);
   // One writer across nodes: the LUN is reserved under this node's key before its first
-  // write (fsck, mkfs, mount), renewed every third of the takeover time, and a holder whose key
-  // stood still for the takeover time is taken over.
+  // write (fsck, mkfs, mount). A multi-node single-writer volume is staged as a reader; its
+  // writer claims at publish (SetWriter).
   if (IsSingleNode(cap.access_mode)) {
-    const uint32_t takeover =
-        target.takeover_after_seconds.value_or(options_.takeover_after_seconds);
-    attach.reservation_key = iscsi::NodeKey(options_.node_id, 0);
-    attach.reservation_optional = takeover == 0;
-    attach.reservation_renew_seconds = std::max(1u, (takeover == 0 ? 30 : takeover) / 3);
-    if (takeover != 0) {
-      attach.takeover_key = takeovers_.KeyToTakeOver(
-          req.volume_id(), std::chrono::seconds(takeover), &attach.takeover_node_keys);
-    }
+    Reserve(req.volume_id(),
+            target.takeover_after_seconds.value_or(options_.takeover_after_seconds), attach);
   }
   return attach;
+}
+
+void VolumeStager::Reserve(const std::string& volume_id, uint32_t takeover,
+                           transport::AttachRequest& attach) const {
+  // Renewed every third of the takeover time; a holder whose key stood still for the takeover
+  // time is taken over.
+  attach.reservation_key = iscsi::NodeKey(options_.node_id, 0);
+  attach.reservation_optional = takeover == 0;
+  attach.reservation_renew_seconds = std::max(1u, (takeover == 0 ? 30 : takeover) / 3);
+  if (takeover != 0) {
+    attach.takeover_key = takeovers_.KeyToTakeOver(volume_id, std::chrono::seconds(takeover),
+                                                   &attach.takeover_node_keys);
+  }
+}
+
+absl::Status VolumeStager::SetWriter(StagedVolume& volume, bool write) {
+  transport::AttachRequest request;
+  request.volume_id = volume.volume_id;
+  request.runtime_dir = SessionDir(volume.volume_id);
+  request.initiator_name = options_.initiator_name;
+  if (write) {
+    uint32_t takeover = options_.takeover_after_seconds;
+    if (auto it = volume.volume_context.find(iscsi::kTakeoverAfterKey);
+        it != volume.volume_context.end()) {
+      SH_ASSIGN_OR_RETURN(takeover,
+                          iscsi::ParseTakeoverAfter(it->second, "volume context 'takeoverAfter'"));
+    }
+    Reserve(volume.volume_id, takeover, request);
+  }
+  absl::StatusOr<transport::WriterChange> changed =
+      deps_.transport.SetWriter(volume.session, request);
+  if (!changed.ok()) {
+    if (const uint64_t holder = iscsi::HolderKeyOf(changed.status()); holder != 0) {
+      takeovers_.Refused(volume.volume_id, holder, iscsi::HolderNodeKeysOf(changed.status()));
+      return absl::UnavailableError(absl::StrCat(
+          "volume '", volume.volume_id,
+          "' is written on another node: the LUN's reservation is held under key ",
+          iscsi::FormatKey(holder),
+          " (stagehandctl iscsi reservation names its node). A multi-node single-writer volume "
+          "has one writer: publish it read-only here, or unpublish it there first; a holder "
+          "whose key has not moved for the takeover time (a dead node) is taken over"));
+    }
+    return changed.status();
+  }
+  if (write) {
+    takeovers_.Forget(volume.volume_id);
+  }
+  if (changed->took_over_from != 0) {
+    takeovers_.TookOver(volume.volume_id);
+    Log(kComponent)
+        .warn(
+            "publish volume='{}': took the LUN over from key {}, unchanged for the takeover "
+            "time (its node is taken for dead and is fenced)",
+            volume.volume_id, iscsi::FormatKey(changed->took_over_from));
+  }
+  Log(kComponent)
+      .info("volume '{}': {} this node's writes", volume.volume_id,
+            write ? "the LUN is reserved for" : "the LUN's reservation is given up: no more of");
+  volume.session = std::move(changed->session);
+  return WithContext(store_.Save(volume), "persist volume record");
 }
 
 absl::Status VolumeStager::ClaimAndPersist(StagedVolume& volume, const iscsi::LunIdentity& previous,

@@ -48,11 +48,22 @@ class VolumeStager {
 
   const std::string& FormatIntentsDir() const { return format_intents_.dir(); }
 
+  // The writer of a multi-node single-writer volume, staged as a reader, is chosen at publish
+  // (transport::Transport::SetWriter): `write` claims the LUN for this node's writes (refused
+  // with Unavailable while another node holds it; a holder that stands still for the takeover
+  // time is taken over, as a stage does), otherwise this node's claim is given up. Saves the
+  // record.
+  absl::Status SetWriter(StagedVolume& volume, bool write);
+
   // What the stages here met of other nodes' reservations since the agent started.
   std::vector<ReservationTally> ReservationTallies() const { return takeovers_.Tallies(); }
 
  private:
   std::string SessionDir(const std::string& volume_id) const;
+  // The reservation fields of `attach`: this node's key, the takeover time `takeover` (0:
+  // off) and the dead holder to take over, if the watch has one.
+  void Reserve(const std::string& volume_id, uint32_t takeover,
+               transport::AttachRequest& attach) const;
   transport::AttachRequest AttachRequestFor(const csi::v1::NodeStageVolumeRequest& req,
                                             const CapabilitySpec& cap,
                                             const iscsi::TargetSpec& target) const;

@@ -166,7 +166,11 @@ void CommandQueue::OnTaskDone(iscsi_context* /*ctx*/, int status, void* command_
       return;
     case CompletionAction::kFenced:
       r->Fail(EIO, self->options_.counters);
-      self->Fence();
+      // Only a holder is fenced. A session without a registration (a reader of a multi-node
+      // single-writer volume) may read on: the target refused this write and nothing else.
+      if (self->reservation_key_ != 0) {
+        self->Fence();
+      }
       return;
   }
 }

@@ -38,8 +38,9 @@ struct CommandQueueOptions {
   // this node is alive; 0: never. on_renewed gets each new key.
   std::chrono::seconds renew_every{0};
   std::function<void(uint64_t)> on_renewed;
-  // The target answered RESERVATION CONFLICT (a command, or a renewal: the registration is
-  // gone): the queue failed closed (another node holds the LUN). Called once.
+  // The target answered RESERVATION CONFLICT while this queue held a registration (a command,
+  // or a renewal: the registration is gone): the queue failed closed (another node holds the
+  // LUN). Called once. Without a registration (a reader) only the refused write fails.
   std::function<void()> on_fenced;
 };
 

@@ -403,8 +403,62 @@ class Session {
     return absl::OkStatus();
   }
 
+  // The reservation a successor asked to change the writer (SessionConfig::writer_change)
+  // serves under: the one of its `asked` config for a claim, none for a release.
+  void ApplyWriterChange(const SessionConfig& asked) {
+    if (asked.writer_change() == SessionConfig::WRITER_RELEASE) {
+      config_.set_reservation_key(0);
+      config_.set_reservation_unsupported(false);
+    } else if (asked.writer_change() == SessionConfig::WRITER_CLAIM &&
+               config_.reservation_key() == 0) {
+      config_.set_reservation_key(asked.reservation_key());
+      config_.set_reservation_renew_seconds(asked.reservation_renew_seconds());
+      config_.set_takeover_key(asked.takeover_key());
+      config_.set_takeover_node_keys(asked.takeover_node_keys());
+      config_.set_reservation_optional(asked.reservation_optional());
+      config_.set_reservation_unsupported(false);
+    }
+  }
+
+  // A first claim of the LUN on `conn` (SessionConfig::WRITER_CLAIM of a volume served
+  // without one): the process it replaces reads on meanwhile, and its writes are refused by
+  // the target from here on (it is not registered).
+  absl::Status ClaimAsWriter(iscsi::Connection& conn) {
+    SH_ASSIGN_OR_RETURN(
+        const iscsi::Claim claim,
+        ClaimForVolume(conn, config_.reservation_key(), config_.takeover_key(),
+                       config_.takeover_node_keys(), config_.reservation_optional()));
+    config_.set_reservation_key(claim.key == 0 ? 0 : config_.reservation_key());
+    config_.set_reservation_unsupported(claim.key == 0);
+    status_.set_unreserved(claim.key == 0);
+    status_.set_reservation_generation(claim.generation);
+    status_.set_reservation_key(claim.key);
+    status_.set_took_over_from(claim.took_over_from);
+    return absl::OkStatus();
+  }
+
+  // SessionConfig::WRITER_RELEASE: once the process that held the LUN under `held` has ended
+  // (its last renewal cannot follow the release), gives up the node's reservation from a login
+  // of its own. What fails is logged: other nodes then wait for the takeover time.
+  void ReleaseHeld(uint64_t held, int serving_pid) {
+    if (serving_pid > 0 && !WaitForExit(serving_pid, kDrainBound + std::chrono::seconds(5))) {
+      std::fprintf(stderr,
+                   "stagehand-session: volume %s: the process that held the LUN's reservation "
+                   "(%d) has not ended; it is released anyway\n",
+                   config_.volume_id().c_str(), serving_pid);
+    }
+    if (absl::Status released = ReleaseForVolume(config_, held); !released.ok()) {
+      std::fprintf(stderr,
+                   "stagehand-session: volume %s: cannot give up the LUN's reservation: %s; "
+                   "another node can write to it only once this node's key is taken over or "
+                   "released (stagehandctl iscsi reservation)\n",
+                   config_.volume_id().c_str(), std::string(released.message()).c_str());
+    }
+  }
+
   absl::Status Upgrade() {
     const std::string unit = config_.unit();
+    const SessionConfig asked = config_;  // Besides the handover: a change of writer.
     const std::string path = RuntimePath(config_.runtime_dir(), kHandoverSocket);
     SH_ASSIGN_OR_RETURN(HandoverClient client, HandoverClient::Offer(path));
     SessionHandover handover;
@@ -413,7 +467,9 @@ class Session {
       return absl::InternalError("the serving session process sent an unreadable handover");
     }
     config_ = handover.config();
-    config_.set_unit(unit);  // This process's own.
+    config_.set_unit(unit);                           // This process's own.
+    const uint64_t held = config_.reservation_key();  // What the serving process holds.
+    ApplyWriterChange(asked);
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/false));
     // Nothing is written to the status file until the volume is ours: the serving process
     // still owns it.
@@ -435,17 +491,28 @@ class Session {
           "the LUN is smaller than the volume was staged with (or has another block size)");
     }
     capacity_ = capacity;
-    if (config_.reservation_key() != 0) {
+    SessionStatus serving;
+    if (auto text = ReadFileToString(StatusPath()); !text.ok() || !serving.ParseFromString(*text)) {
+      serving.Clear();
+    }
+    bool claimed = false;
+    if (config_.reservation_key() != 0 && held != 0) {
       // Registered beside the serving process, which keeps its own registration until it lets
       // go; the next reconnect's claim removes what is left of it.
       SH_ASSIGN_OR_RETURN(const uint64_t joined,
                           iscsi::JoinReservation(*conn, config_.reservation_key()));
       status_.set_reservation_key(joined);
-      SessionStatus serving;
-      if (auto text = ReadFileToString(StatusPath()); text.ok() && serving.ParseFromString(*text)) {
-        status_.set_reservation_generation(serving.reservation_generation());
-      }
+      status_.set_reservation_generation(serving.reservation_generation());
+    } else if (config_.reservation_key() != 0) {
+      SH_RETURN_IF_ERROR(ClaimAsWriter(*conn));
+      claimed = config_.reservation_key() != 0;
     }
+    // A claim made here is given up again if this process does not get to serve.
+    absl::Cleanup release = [this, claimed] {
+      if (claimed) {
+        ReleaseReservation();
+      }
+    };
     SH_RETURN_IF_ERROR(ReadSignals(/*stop_too=*/true));
     // The serving process answers what it took and stops; from here on the volume is ours.
     SH_RETURN_IF_ERROR(client.Take(kDrainBound + std::chrono::seconds(5)));
@@ -459,6 +526,10 @@ class Session {
                                                       std::move(conn)));
     KeepForSuccessor();
     client.Stored();
+    std::move(release).Cancel();
+    if (held != 0 && config_.reservation_key() == 0) {
+      ReleaseHeld(held, static_cast<int>(serving.pid()));
+    }
     iscsi::ToProto(identity_, status_.mutable_identity());
     status_.set_capacity_bytes(capacity_.Bytes());
     status_.set_block_size(capacity_.block_size);

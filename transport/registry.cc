@@ -114,6 +114,12 @@ absl::StatusOr<std::optional<state::v1::SessionRecord>> Registry::Upgrade(
   return t->Upgrade(session);
 }
 
+absl::StatusOr<WriterChange> Registry::SetWriter(const state::v1::SessionRecord& session,
+                                                 const AttachRequest& request) {
+  SH_ASSIGN_OR_RETURN(Transport * t, For(session));
+  return t->SetWriter(session, request);
+}
+
 std::vector<SessionSample> Registry::Sessions() {
   std::vector<SessionSample> all;
   for (const auto& [name, t] : usable_) {

@@ -52,6 +52,8 @@ class Registry final : public Transport {
   absl::Status Resume(const state::v1::SessionRecord& session) override;
   absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
       const state::v1::SessionRecord& session) override;
+  absl::StatusOr<WriterChange> SetWriter(const state::v1::SessionRecord& session,
+                                         const AttachRequest& request) override;
   std::vector<SessionSample> Sessions() override;
 
  private:

@@ -76,6 +76,14 @@ struct Attachment {
   uint64_t took_over_from = 0;
 };
 
+// What Transport::SetWriter changed.
+struct WriterChange {
+  state::v1::SessionRecord session;  // To be persisted.
+  // The key of another node's reservation that the claim preempted (AttachRequest::
+  // takeover_key); 0: none.
+  uint64_t took_over_from = 0;
+};
+
 struct SessionHealth {
   // The problem (health/reason.h); nullopt when there is none.
   std::optional<health::Reason> reason;
@@ -183,6 +191,22 @@ class Transport {
       const state::v1::SessionRecord& session) {
     (void)session;
     return std::nullopt;
+  }
+
+  // The writer of a multi-node single-writer volume is chosen at its publish, not its stage
+  // (which reads only): with `request.reservation_key` non-zero, claims the LUN of `session`
+  // for this node's writes, as Attach does for a single-node volume (the reservation fields of
+  // `request`; Unavailable while another node holds it, with the holder's key as
+  // iscsi::kHolderKeyPayload); with 0, gives up what this node holds. Idempotent; the volume
+  // stays exposed and readable throughout, and on failure nothing changed. The caller persists
+  // the returned record. Unimplemented for a transport that cannot.
+  virtual absl::StatusOr<WriterChange> SetWriter(const state::v1::SessionRecord& session,
+                                                 const AttachRequest& request) {
+    (void)session;
+    (void)request;
+    return absl::UnimplementedError(
+        "the " + std::string(Name()) +
+        " transport cannot choose a multi-node single-writer volume's writer");
   }
 
   // Every session it serves on this node, for metrics. Never blocks on a session.

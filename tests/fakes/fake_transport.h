@@ -4,6 +4,7 @@
 // what is attached, and can fail the next attach or report a session unhealthy.
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -35,6 +36,7 @@ class FakeTransport : public transport::Transport {
 
   absl::StatusOr<transport::Attachment> Attach(const transport::AttachRequest& request) override {
     ++attaches_;
+    last_attach_key_ = request.reservation_key;
     if (!next_error_.ok()) {
       return std::exchange(next_error_, absl::OkStatus());
     }
@@ -92,6 +94,37 @@ class FakeTransport : public transport::Transport {
     return h;
   }
 
+  // Remembers the writer's key per device; a record that changed moves its generation.
+  absl::StatusOr<transport::WriterChange> SetWriter(
+      const state::v1::SessionRecord& session, const transport::AttachRequest& request) override {
+    ++writer_changes_;
+    if (!next_writer_error_.ok()) {
+      return std::exchange(next_writer_error_, absl::OkStatus());
+    }
+    transport::WriterChange change;
+    change.session = session;
+    const std::string& device = session.userspace().loop_device();
+    const uint64_t held = writers_.contains(device) ? writers_[device] : 0;
+    if ((request.reservation_key != 0) != (held != 0)) {
+      writers_[device] = request.reservation_key;
+      auto& record = *change.session.mutable_userspace();
+      record.set_generation(record.generation() + 1);
+    }
+    return change;
+  }
+
+  // The key the writer of `device` holds; 0: none.
+  uint64_t WriterKey(const std::string& device) const {
+    auto it = writers_.find(device);
+    return it == writers_.end() ? 0 : it->second;
+  }
+
+  void FailNextWriterChange(absl::Status s) { next_writer_error_ = std::move(s); }
+
+  int writer_changes() const { return writer_changes_; }
+
+  uint64_t last_attach_key() const { return last_attach_key_; }
+
   void FailNextAttach(absl::Status s) { next_error_ = std::move(s); }
 
   void FailNextRefresh(absl::Status s) { next_refresh_error_ = std::move(s); }
@@ -123,6 +156,10 @@ class FakeTransport : public transport::Transport {
   uint64_t capacity_bytes_ = uint64_t{2048} * 512;
   int attaches_ = 0;
   int detaches_ = 0;
+  uint64_t last_attach_key_ = 0;
+  absl::Status next_writer_error_;
+  std::map<std::string, uint64_t> writers_;
+  int writer_changes_ = 0;
   std::set<std::string> attached_;
   transport::Registry registry_;
 };

@@ -539,6 +539,160 @@ TEST_F(OneWriterTest, AMultiWriterBlockVolumeIsSharedWithoutReservations) {
   EXPECT_THAT(ReservationsNow().keys, IsEmpty());
 }
 
+// MULTI_NODE_SINGLE_WRITER (block only): both nodes stage as readers and register nothing; the
+// first read-write publish makes its node the writer, the other node's read-write publish is
+// refused while that one holds the LUN (it reads, and its writes alone fail), and the last
+// read-write unpublish lets the other node become the writer, after which the first can no
+// longer write.
+TEST_F(OneWriterTest, AMultiNodeSingleWriterVolumeHasItsWriterChosenAtPublish) {
+  const auto mode = csi::v1::VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER;
+  auto stage_a = StageRequest("vol-w", /*block=*/true);
+  stage_a.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  auto stage_b = OtherStageRequest("vol-w", /*block=*/true);
+  stage_b.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  const auto publish_a = [&](const std::string& target, bool readonly) {
+    auto req = PublishRequest("vol-w", target, /*block=*/true);
+    req.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+    req.set_readonly(readonly);
+    return Publish(req);
+  };
+  const auto publish_b = [&](const std::string& target, bool readonly) {
+    auto req = PublishRequest("vol-w", target, /*block=*/true);
+    req.set_staging_target_path(OtherStaging("vol-w"));
+    req.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+    req.set_readonly(readonly);
+    csi::v1::NodePublishVolumeResponse resp;
+    return other_->node().NodePublishVolume(testbed::Ctx().get(), req, &resp);
+  };
+  const std::string a_rw = root_ + "/a-rw";
+  const std::string a_ro = root_ + "/a-ro";
+  const std::string b_rw = other_root_ + "/b-rw";
+  const std::string b_ro = other_root_ + "/b-ro";
+
+  ASSERT_TRUE(Stage(stage_a).ok());
+  const grpc::Status staged_b = OtherStage(stage_b);
+  ASSERT_TRUE(staged_b.ok()) << staged_b.error_message();
+  EXPECT_THAT(ReservationsNow().keys, IsEmpty()) << "a stage reads only: it registers nothing";
+
+  const grpc::Status writer_a = publish_a(a_rw, /*readonly=*/false);
+  ASSERT_TRUE(writer_a.ok()) << writer_a.error_message();
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_));
+  EXPECT_EQ(KeysOf(ReservationsNow(), key_b_), 0u);
+  EXPECT_EQ(testbed::WriteBlockDirect(a_rw, 1 << 20, 'a'), 0);
+  EXPECT_EQ(ReadAt(lun_file_, 1 << 20), std::string(4096, 'a'));
+
+  const grpc::Status refused = publish_b(b_rw, /*readonly=*/false);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), HasSubstr("written on another node"));
+  const grpc::Status reader_b = publish_b(b_ro, /*readonly=*/true);
+  ASSERT_TRUE(reader_b.ok()) << reader_b.error_message();
+  EXPECT_EQ(ReadAt(b_ro, 1 << 20), std::string(4096, 'a'));
+  EXPECT_EQ(testbed::WriteBlockDirect(b_ro, 2 << 20, 'b'), EIO) << "only the writer writes";
+  EXPECT_EQ(ReadAt(lun_file_, 2 << 20), std::string(4096, '\0'));
+  // The refused write failed alone: node B still reads what A writes after it.
+  EXPECT_EQ(testbed::WriteBlockDirect(a_rw, 3 << 20, 'A'), 0);
+  EXPECT_EQ(ReadAt(b_ro, 3 << 20), std::string(4096, 'A'));
+
+  ASSERT_TRUE(Unpublish("vol-w", a_rw).ok());
+  EXPECT_EQ(KeysOf(ReservationsNow(), key_a_), 0u) << "the last read-write unpublish gives up";
+  const grpc::Status writer_b = publish_b(b_rw, /*readonly=*/false);
+  ASSERT_TRUE(writer_b.ok()) << writer_b.error_message();
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
+  EXPECT_EQ(testbed::WriteBlockDirect(b_rw, 4 << 20, 'b'), 0);
+  EXPECT_EQ(ReadAt(lun_file_, 4 << 20), std::string(4096, 'b'));
+  ASSERT_TRUE(publish_a(a_ro, /*readonly=*/true).ok());
+  EXPECT_EQ(testbed::WriteBlockDirect(a_ro, 5 << 20, 'a'), EIO) << "node A no longer writes";
+  EXPECT_EQ(ReadAt(lun_file_, 5 << 20), std::string(4096, '\0'));
+  EXPECT_EQ(ReadAt(a_ro, 4 << 20), std::string(4096, 'b'));
+
+  EXPECT_TRUE(Unpublish("vol-w", a_ro).ok());
+  EXPECT_TRUE(Unstage("vol-w", Staging("vol-w")).ok());
+  const auto unpublish_b = [&](const std::string& target) {
+    csi::v1::NodeUnpublishVolumeRequest unpublish;
+    unpublish.set_volume_id("vol-w");
+    unpublish.set_target_path(target);
+    csi::v1::NodeUnpublishVolumeResponse unpublished;
+    return other_->node().NodeUnpublishVolume(testbed::Ctx().get(), unpublish, &unpublished);
+  };
+  EXPECT_TRUE(unpublish_b(b_ro).ok());
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_)) << "a read-only unpublish keeps the writer";
+  EXPECT_TRUE(OtherUnpublishAndUnstage("vol-w", b_rw).ok());
+  EXPECT_THAT(ReservationsNow().keys, IsEmpty());
+}
+
+// The writer of a multi-node single-writer volume keeps its claim through its session process
+// killed (the successor inherits it), and a frozen writer is taken over by another node's
+// read-write publish once its key stood still for the takeover time: thawed, it is fenced.
+TEST_F(OneWriterTest, AMultiNodeSingleWriterKeepsItsWriterThroughAKillAndLosesItFrozen) {
+  const auto mode = csi::v1::VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER;
+  auto stage_a = StageRequest("vol-f", /*block=*/true);
+  stage_a.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  (*stage_a.mutable_volume_context())["takeoverAfter"] = "3";
+  auto stage_b = OtherStageRequest("vol-f", /*block=*/true);
+  stage_b.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  (*stage_b.mutable_volume_context())["takeoverAfter"] = "3";
+  const std::string a_rw = root_ + "/a-rw";
+  const std::string b_rw = other_root_ + "/b-rw";
+  auto publish_a = PublishRequest("vol-f", a_rw, /*block=*/true);
+  publish_a.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  auto publish_b = PublishRequest("vol-f", b_rw, /*block=*/true);
+  publish_b.set_staging_target_path(OtherStaging("vol-f"));
+  publish_b.mutable_volume_capability()->mutable_access_mode()->set_mode(mode);
+  const auto publish_on_b = [&] {
+    csi::v1::NodePublishVolumeResponse resp;
+    return other_->node().NodePublishVolume(testbed::Ctx().get(), publish_b, &resp);
+  };
+  ASSERT_TRUE(Stage(stage_a).ok());
+  ASSERT_TRUE(OtherStage(stage_b).ok());
+  ASSERT_TRUE(Publish(publish_a).ok());
+  ASSERT_EQ(testbed::WriteBlockDirect(a_rw, 1 << 20, 'a'), 0);
+
+  const auto writer = SessionNow();
+  ASSERT_TRUE(writer.has_value());
+  ASSERT_NE(writer->reservation_key(), 0u);
+  ASSERT_EQ(kill(writer->pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
+    return s.pid() != writer->pid() && s.state() == state::v1::SessionStatus::UP;
+  }));
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_)) << "the successor inherits the claim";
+  EXPECT_EQ(testbed::WriteBlockDirect(a_rw, 2 << 20, 'a'), 0);
+  EXPECT_EQ(publish_on_b().error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  const auto session = SessionNow();
+  ASSERT_TRUE(session.has_value());
+  const std::vector<int> node_a = {daemon_->pid(), session->pid(), session->keeper_pid()};
+  for (int pid : node_a) {
+    ASSERT_EQ(kill(pid, SIGSTOP), 0) << pid;
+  }
+  grpc::Status taken = publish_on_b();
+  for (int attempt = 0; attempt < 5000 && !taken.ok(); ++attempt) {
+    ASSERT_EQ(taken.error_code(), grpc::StatusCode::UNAVAILABLE) << taken.error_message();
+    taken = publish_on_b();
+  }
+  for (int pid : node_a) {
+    (void)kill(pid, SIGCONT);
+  }
+
+  ASSERT_TRUE(taken.ok()) << taken.error_message();
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_));
+  EXPECT_EQ(KeysOf(ReservationsNow(), key_a_), 0u);
+  EXPECT_EQ(OtherCounter("stagehand_reservation_takeovers_total", "vol-f"), 1);
+  EXPECT_EQ(testbed::WriteBlockDirect(b_rw, 3 << 20, 'b'), 0);
+  EXPECT_EQ(testbed::WriteBlockDirect(a_rw, 4 << 20, 'x'), EIO);
+  EXPECT_TRUE(WaitForStatus([](const state::v1::SessionStatus& s) {
+    return s.state() == state::v1::SessionStatus::FENCED;
+  }));
+  EXPECT_EQ(ReadAt(lun_file_, 2 << 20), std::string(4096, 'a'));
+  EXPECT_EQ(ReadAt(lun_file_, 3 << 20), std::string(4096, 'b'));
+  EXPECT_EQ(ReadAt(lun_file_, 4 << 20), std::string(4096, '\0')) << "a fenced write landed";
+
+  EXPECT_TRUE(Unpublish("vol-f", a_rw).ok());
+  EXPECT_TRUE(Unstage("vol-f", Staging("vol-f")).ok());
+  EXPECT_TRUE(HeldBy(ReservationsNow(), key_b_)) << "the fenced node left the new writer alone";
+  EXPECT_TRUE(OtherUnpublishAndUnstage("vol-f", b_rw).ok());
+  EXPECT_TRUE(ReservationsNow().keys.empty());
+}
+
 // A target without persistent reservations (a proxy turns PERSISTENT RESERVE IN/OUT into an
 // opcode tgtd does not know): a single-node stage is refused, names the way out and leaves
 // nothing; with takeoverAfter "off" it stages unprotected, and its health says so, also after its

@@ -12,6 +12,7 @@
 #include "base/file_io.h"
 #include "base/log.h"
 #include "iscsi/reservation_claim.h"
+#include "iscsi/state_conversions.h"
 #include "transport/kernel/kernel_transport.h"
 
 namespace stagehand::transport::kernel {
@@ -96,6 +97,46 @@ void KernelTransport::Unreserve(const state::v1::KernelSessionRecord& session) {
   if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
     Log(kComponent).warn("cannot remove {}: {}", file, ErrnoStatus(errno, "unlink"));
   }
+}
+
+absl::StatusOr<WriterChange> KernelTransport::SetWriter(const state::v1::SessionRecord& session,
+                                                        const AttachRequest& request) {
+  MutexLock lock(mu_);
+  WriterChange change;
+  change.session = session;
+  state::v1::KernelSessionRecord& rec = *change.session.mutable_kernel();
+  const bool holds = !rec.reservation_file().empty() || rec.unreserved();
+  if ((request.reservation_key != 0) == holds) {
+    return change;  // Already so.
+  }
+  if (request.reservation_key == 0) {
+    Unreserve(rec);
+    rec.clear_reservation_file();
+    rec.set_unreserved(false);
+    Log(kComponent).info("volume '{}': the LUN's reservation is given up", request.volume_id);
+    return change;
+  }
+  std::vector<std::string> disks;
+  for (const state::v1::KernelPath& path : rec.paths()) {
+    const iscsi::Portal portal = iscsi::FromProto(path.portal());
+    auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
+    auto d = s ? sysfs_.SessionDisk(*s, path.lun()) : std::nullopt;
+    if (!s || s->state != "LOGGED_IN" || !d || d->disk.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("the path to ", path.iqn(), " at ", portal.ToString(),
+                       " is down; this node becomes the volume's writer once every path is back"));
+    }
+    disks.push_back(d->disk);
+  }
+  if (disks.empty()) {
+    return absl::UnavailableError("no path of the volume's LUN is logged in");
+  }
+  Attachment a;
+  a.session = change.session;
+  SH_RETURN_IF_ERROR(Reserve(request, disks, a));
+  change.session = std::move(a.session);
+  change.took_over_from = a.took_over_from;
+  return change;
 }
 
 absl::Status KernelTransport::Resume(const state::v1::SessionRecord& session) {

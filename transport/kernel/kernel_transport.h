@@ -58,6 +58,10 @@ class KernelTransport : public Transport {
   SessionHealth Health(const state::v1::SessionRecord& session) override;
   SessionDescription Describe(const state::v1::SessionRecord& session) override;
   absl::Status Resume(const state::v1::SessionRecord& session) override;
+  // Claims the LUN on every path's disk and renews it from then on, or gives the claim up.
+  // Unavailable while a path is down (every path must be registered before a write).
+  absl::StatusOr<WriterChange> SetWriter(const state::v1::SessionRecord& session,
+                                         const AttachRequest& request) override;
 
  private:
   // How long one iscsiadm or multipath(d) call may take.

@@ -354,7 +354,7 @@ absl::StatusOr<uint64_t> UserspaceTransport::RefreshCapacity(const SessionRecord
 
 absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
     const SessionRecord& record) {
-  const Record& session = record.userspace();
+  Record session = record.userspace();
   const Worker worker = CurrentWorker(session);
   if (worker.pid == 0 || !worker.status || session_build_.empty() ||
       worker.status->build() == session_build_) {
@@ -377,18 +377,28 @@ absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
         " is of a build that cannot hand its volume over; it serves on until the volume is "
         "unstaged"));
   }
+  SessionConfig config;
+  config.set_take_over(true);
+  config.set_runtime_dir(session.runtime_dir());
+  config.set_volume_id(worker.status->volume_id());
+  SH_RETURN_IF_ERROR(
+      Replace(session, worker, config,
+              absl::StrCat("stagehand iSCSI session (upgrade) ", worker.status->volume_id()))
+          .status());
+  SessionRecord upgraded;
+  *upgraded.mutable_userspace() = std::move(session);
+  return upgraded;
+}
+
+absl::StatusOr<SessionStatus> UserspaceTransport::Replace(Record& session, const Worker& worker,
+                                                          const SessionConfig& config,
+                                                          const std::string& description) {
   Record next = session;
   next.set_generation(session.generation() + 1);
   next.clear_unit();
   next.clear_keeper_pid();
   next.clear_keeper_start_time();
-  SessionConfig config;
-  config.set_take_over(true);
-  config.set_runtime_dir(session.runtime_dir());
-  config.set_volume_id(worker.status->volume_id());
-  auto status =
-      Launch(config, absl::StrCat("stagehand iSCSI session (upgrade) ", worker.status->volume_id()),
-             &next);
+  auto status = Launch(config, description, &next);
   if (!status.ok() || status->state() != SessionStatus::UP) {
     // The old process serves on; the new one (if it runs) goes.
     if (status.ok()) {
@@ -404,8 +414,11 @@ absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
       return status.status();
     }
     const auto code = static_cast<absl::StatusCode>(status->error_code());
-    return absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
+    absl::Status failed(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code,
                         status->message());
+    iscsi::SetHolderKey(failed, status->holder_key());
+    iscsi::SetHolderNodeKeys(failed, status->holder_node_keys());
+    return failed;
   }
   next.set_pid(status->pid());
   next.set_start_time(status->start_time());
@@ -414,9 +427,59 @@ absl::StatusOr<std::optional<SessionRecord>> UserspaceTransport::Upgrade(
   // The old process has let go and ends by itself; wait for it so that nothing of it is left
   // when this returns.
   (void)WaitForExit(worker.pid, options_.stop_timeout);
-  SessionRecord upgraded;
-  *upgraded.mutable_userspace() = std::move(next);
-  return upgraded;
+  session = std::move(next);
+  return *status;
+}
+
+absl::StatusOr<WriterChange> UserspaceTransport::SetWriter(const SessionRecord& record,
+                                                           const AttachRequest& request) {
+  const Worker worker = CurrentWorker(record.userspace());
+  Record session = WithCurrentSupervisor(record.userspace(), worker.status);
+  const bool claim = request.reservation_key != 0;
+  WriterChange change;
+  change.session = record;
+  if (!claim &&
+      (worker.pid == 0 || !worker.status || worker.status->state() != SessionStatus::UP)) {
+    // Nothing to give up now (not running, fenced), or nothing that can (reconnecting): an
+    // unpublish never waits for it; the unstage gives up what is left.
+    return change;
+  }
+  if (worker.pid == 0 || !worker.status || worker.status->state() != SessionStatus::UP) {
+    return absl::UnavailableError(absl::StrCat(
+        "the volume's session process is not serving now (",
+        worker.status ? SessionStatus::State_Name(worker.status->state()) : "not running",
+        "); publish again once it serves"));
+  }
+  const bool holds = worker.status->reservation_key() != 0 || worker.status->unreserved();
+  if (claim == holds) {
+    return change;  // Already so.
+  }
+  if (worker.status->fuse_mode() == "io_uring" || worker.status->handover_socket().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "session process ", worker.pid,
+        worker.status->fuse_mode() == "io_uring"
+            ? " takes FUSE requests over io_uring"
+            : " is of a build that cannot hand its volume over",
+        ", so it cannot change the volume's writer: a multi-node single-writer volume is "
+        "written only through a session that can (unstage it and stage it again)"));
+  }
+  SessionConfig config;
+  config.set_take_over(true);
+  config.set_runtime_dir(session.runtime_dir());
+  config.set_volume_id(worker.status->volume_id());
+  config.set_writer_change(claim ? SessionConfig::WRITER_CLAIM : SessionConfig::WRITER_RELEASE);
+  config.set_reservation_key(request.reservation_key);
+  config.set_reservation_renew_seconds(request.reservation_renew_seconds);
+  config.set_takeover_key(request.takeover_key);
+  config.set_takeover_node_keys(request.takeover_node_keys);
+  config.set_reservation_optional(request.reservation_optional);
+  SH_ASSIGN_OR_RETURN(SessionStatus started,
+                      Replace(session, worker, config,
+                              absl::StrCat("stagehand iSCSI session (", claim ? "writer" : "reader",
+                                           ") ", worker.status->volume_id())));
+  *change.session.mutable_userspace() = std::move(session);
+  change.took_over_from = started.took_over_from();
+  return change;
 }
 
 std::vector<SessionSample> UserspaceTransport::Sessions() {

@@ -14,6 +14,7 @@
 #include "base/process.h"
 #include "transport/transport.h"
 #include "transport/userspace/session_launcher.h"
+#include "transport/userspace/session_worker.h"
 #include "transport/userspace/stall_detector.h"
 
 namespace stagehand::transport::userspace {
@@ -63,6 +64,11 @@ class UserspaceTransport : public Transport {
   SessionDescription Describe(const state::v1::SessionRecord& session) override;
   absl::StatusOr<std::optional<state::v1::SessionRecord>> Upgrade(
       const state::v1::SessionRecord& session) override;
+  // A process of this build takes the volume over (as Upgrade does) and claims the LUN before
+  // it serves, or serves without the claim and gives it up; the one serving now serves on if
+  // it fails.
+  absl::StatusOr<WriterChange> SetWriter(const state::v1::SessionRecord& session,
+                                         const AttachRequest& request) override;
   // From the status and counters files of every runtime directory in `sessions_dir`.
   std::vector<SessionSample> Sessions() override;
 
@@ -88,6 +94,15 @@ class UserspaceTransport : public Transport {
   absl::StatusOr<state::v1::SessionStatus> Launch(state::v1::SessionConfig config,
                                                   const std::string& description,
                                                   state::v1::UserspaceSessionRecord* record);
+
+  // Hands the volume of `session` (served by `worker` now) to a new process started with
+  // `config` (take_over set) and returns its first status; `session` becomes the new
+  // process's record. On failure the old process serves on, and the new one is gone (the
+  // failure carries the holder's key where a claim was refused).
+  absl::StatusOr<state::v1::SessionStatus> Replace(state::v1::UserspaceSessionRecord& session,
+                                                   const Worker& worker,
+                                                   const state::v1::SessionConfig& config,
+                                                   const std::string& description);
 
   UserspaceTransportOptions options_;
   std::string session_build_;
