@@ -573,6 +573,41 @@ holder_is other || fail "the fenced node's unstage touched node other's reservat
 r=$(reservation --release-node other --node-is-dead) || fail "release node other: $r"
 ok "unpublish + unstage of the fenced v-r: nothing left, node other's reservation untouched"
 
+# --- a multi-node single-writer volume: its writer is chosen at publish ------------------------
+mnsw=(--block --access-mode MULTI_NODE_SINGLE_WRITER)
+ctl node stage --volume-id v-w --staging-path "$stage_dir/v-w" "${ctx[@]}" "${mnsw[@]}" \
+  --secrets-file /root/secrets/good.yaml || fail "stage v-w (multi-node single writer)"
+ctl node publish --volume-id v-w --staging-path "$stage_dir/v-w" --target-path "$pub_dir/v-w-ro" \
+  "${mnsw[@]}" --readonly || fail "publish v-w read-only"
+[[ $(guest_keys) == 0 ]] || fail "a reader of v-w registered: $(reservation)"
+r=$(reservation --take-over-for other --holder-is-dead) || fail "reserve for other: $r"
+rc=0
+err=$(ctl node publish --volume-id v-w --staging-path "$stage_dir/v-w" \
+  --target-path "$pub_dir/v-w" "${mnsw[@]}" 2>&1) || rc=$?
+[[ $rc != 0 ]] && grep -q UNAVAILABLE <<<"$err" && grep -q "written on another node" <<<"$err" ||
+  fail "read-write publish of v-w while node other holds the LUN: $err"
+[[ $(guest_keys) == 0 ]] || fail "the refused publish left a registration: $(reservation)"
+r=$(reservation --release-node other --node-is-dead) || fail "release node other: $r"
+ctl node publish --volume-id v-w --staging-path "$stage_dir/v-w" --target-path "$pub_dir/v-w" \
+  "${mnsw[@]}" || fail "read-write publish of v-w once the LUN is free"
+holder_is guest || fail "v-w's writer did not reserve the LUN: $(reservation)"
+[[ $(guest_keys) == 1 ]] || fail "not one registration of v-w's writer: $(reservation)"
+# The bytes that are there (the LUN carries a filesystem later checks use), written back.
+dd if="$pub_dir/v-w" of=/tmp/v-w.blk bs=4k count=1 skip=64 iflag=direct status=none ||
+  fail "read from v-w"
+dd if=/tmp/v-w.blk of="$pub_dir/v-w" bs=4k count=1 seek=64 oflag=direct conv=notrunc \
+  status=none || fail "write of v-w's writer"
+ctl node unpublish --volume-id v-w --target-path "$pub_dir/v-w" || fail "unpublish v-w"
+reservation | grep -qx 'registrations: none' ||
+  fail "the last read-write unpublish of v-w left a registration: $(reservation)"
+ctl node unpublish --volume-id v-w --target-path "$pub_dir/v-w-ro" || fail "unpublish v-w-ro"
+ctl node unstage --volume-id v-w --staging-path "$stage_dir/v-w" || fail "unstage v-w"
+[[ -z $(leftovers) && $(count_sessions) == 0 ]] ||
+  fail "left after v-w: $(leftovers) $(sessions | tr '\n' ' ')"
+ok "multi-node single writer v-w: staged and published read-only unregistered, read-write" \
+  "publish refused while node other held the LUN, then reserved for the guest, given up at" \
+  "its unpublish"
+
 # --- two portals: dm-multipath, losing one path ------------------------------------------------
 multipathd show daemon >/dev/null || fail "multipathd is not running (guest.sh --multipathd)"
 # (with the volume_context key that picks the transport per volume, too)

@@ -146,6 +146,50 @@ TEST_F(KernelReservationTest, ATargetWithoutReservationsIsRefusedUnlessTheVolume
   ASSERT_THAT(transport_->Detach(a->session), IsOk());
 }
 
+// A multi-node single-writer volume: attached as a reader (no key), its writer claimed and
+// given up later on the disks it has (Transport::SetWriter).
+TEST_F(KernelReservationTest, AReaderBecomesTheWriterAndGivesItUpOnTheSameDisks) {
+  AttachRequest reader = Reserved();
+  reader.reservation_key = 0;
+  auto a = transport_->Attach(reader);
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(lun_.registrations(), 0u);
+  EXPECT_TRUE(a->session.kernel().reservation_file().empty());
+
+  auto theirs =
+      iscsi::ClaimReservation(*lun_.Nexus("other"), iscsi::NodeKey("node-b", 0), std::nullopt);
+  ASSERT_THAT(theirs.status(), IsOk());
+  auto refused = transport_->SetWriter(a->session, Reserved());
+  EXPECT_THAT(refused.status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("in use on another node")));
+  EXPECT_EQ(iscsi::HolderKeyOf(refused.status()), theirs->key);
+  EXPECT_EQ(lun_.KeyOf("sda"), 0u);
+  ASSERT_THAT(iscsi::ReleaseReservation(*lun_.Nexus("other"), theirs->key), IsOk());
+
+  auto writer = transport_->SetWriter(a->session, Reserved());
+  ASSERT_THAT(writer, IsOk());
+  EXPECT_EQ(lun_.holder(), "sda");
+  EXPECT_TRUE(iscsi::IsNodeKey(lun_.KeyOf("sda"), "node-a"));
+  const std::string file = writer->session.kernel().reservation_file();
+  EXPECT_TRUE(fs::exists(file));
+  EXPECT_EQ(transport_->Describe(writer->session).reservation_key, lun_.KeyOf("sda"));
+  auto again = transport_->SetWriter(writer->session, Reserved());
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->session.kernel().reservation_file(), file) << "idempotent";
+
+  AttachRequest release = Reserved();
+  release.reservation_key = 0;
+  auto released = transport_->SetWriter(writer->session, release);
+  ASSERT_THAT(released, IsOk());
+  EXPECT_EQ(lun_.registrations(), 0u);
+  EXPECT_FALSE(lun_.holder().has_value());
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_TRUE(released->session.kernel().reservation_file().empty());
+  EXPECT_TRUE(host_.DiskExists("sda")) << "the volume stays attached";
+  ASSERT_THAT(transport_->Detach(released->session), IsOk());
+  EXPECT_FALSE(host_.DiskExists("sda"));
+}
+
 TEST(KernelTransportTest, WrongChapIsUnauthenticatedAndLeavesNothing) {
   FakeHost host;
   host.chap_password = "right";
