@@ -159,6 +159,19 @@ absl::Status RemoveFileIfExists(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status SyncPath(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    return errno == ENOENT || errno == ENXIO || errno == ENODEV
+               ? absl::OkStatus()
+               : ErrnoStatus(errno, absl::StrCat("open '", path, "'"));
+  }
+  if (fsync(fd.Get()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fsync '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<UniqueFd> SealedMemoryFile(const char* name, std::string_view content) {
   UniqueFd fd(memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd) {

@@ -39,6 +39,10 @@ absl::Status MakeDirs(const std::string& path, mode_t mode);
 // Removes a file; OK if it does not exist.
 absl::Status RemoveFileIfExists(const std::string& path);
 
+// fsync of what `path` names (a block device: its page cache written back, then a cache flush
+// sent to the device). OK if it does not exist.
+absl::Status SyncPath(const std::string& path);
+
 // Removes a file written with Durability::kAtomicRewrite and its previous version.
 absl::Status RemoveRewrittenFile(const std::string& path);
 

@@ -1,8 +1,9 @@
 #pragma once
 
 // Handing a live volume from one session process to another (a newer build: the upgrade in
-// place), over a unix seqpacket socket in the session's runtime directory (kHandoverSocket in
-// session/protocol.h, mode 0600, root only):
+// place; or one of the same build that changes the volume's writer, SessionConfig::
+// writer_change), over a unix seqpacket socket in the session's runtime directory (kHandoverSocket
+// in session/protocol.h, mode 0600, root only):
 //
 //   successor: "offer"  -> server: "offer" with its handover memory file and /dev/fuse
 //   successor logs in and checks the LUN (the server still serves meanwhile)

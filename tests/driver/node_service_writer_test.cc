@@ -110,8 +110,8 @@ TEST_F(SingleWriterTest, AnUnpublishWhoseReleaseFailsIsRetriedAndGivesUpThen) {
 }
 
 TEST_F(SingleWriterTest, OtherModesNeverChangeTheWriterAtPublish) {
-  for (const auto mode : {Mode::MULTI_NODE_MULTI_WRITER, Mode::SINGLE_NODE_WRITER,
-                          Mode::MULTI_NODE_READER_ONLY}) {
+  for (const auto mode :
+       {Mode::MULTI_NODE_MULTI_WRITER, Mode::SINGLE_NODE_WRITER, Mode::MULTI_NODE_READER_ONLY}) {
     SCOPED_TRACE(Mode::Mode_Name(mode));
     ASSERT_TRUE(Stage(BlockStage("v1", mode)).ok());
     ASSERT_TRUE(Publish(BlockPublish("v1", "p", mode == Mode::MULTI_NODE_READER_ONLY, mode)).ok());

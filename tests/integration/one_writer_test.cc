@@ -593,7 +593,21 @@ TEST_F(OneWriterTest, AMultiNodeSingleWriterVolumeHasItsWriterChosenAtPublish) {
   EXPECT_EQ(testbed::WriteBlockDirect(a_rw, 3 << 20, 'A'), 0);
   EXPECT_EQ(ReadAt(b_ro, 3 << 20), std::string(4096, 'A'));
 
+  // Written through the page cache, by a process that keeps the device open (a close would
+  // write it back, and so would udev's re-read after a close): the unpublish writes it back
+  // before it gives the LUN up. (Through a node of its own: an open file under the publish
+  // would keep its bind mount busy.)
+  struct stat device {};
+  ASSERT_EQ(stat(a_rw.c_str(), &device), 0);
+  const std::string own_node = root_ + "/a-dev";
+  ASSERT_EQ(mknod(own_node.c_str(), S_IFBLK | 0600, device.st_rdev), 0) << strerror(errno);
+  const int cached = open(own_node.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(cached, 0) << strerror(errno);
+  EXPECT_EQ(pwrite(cached, std::string(4096, 'c').data(), 4096, 6 << 20), 4096);
   ASSERT_TRUE(Unpublish("vol-w", a_rw).ok());
+  EXPECT_EQ(ReadAt(lun_file_, 6 << 20), std::string(4096, 'c')) << "a cached write was lost";
+  close(cached);
+  unlink(own_node.c_str());
   EXPECT_EQ(KeysOf(ReservationsNow(), key_a_), 0u) << "the last read-write unpublish gives up";
   const grpc::Status writer_b = publish_b(b_rw, /*readonly=*/false);
   ASSERT_TRUE(writer_b.ok()) << writer_b.error_message();

@@ -110,6 +110,11 @@ absl::StatusOr<WriterChange> KernelTransport::SetWriter(const state::v1::Session
     return change;  // Already so.
   }
   if (request.reservation_key == 0) {
+    if (!rec.device().empty()) {
+      // What the writer left in the device's page cache lands while this node still holds the
+      // LUN: after the release the target would refuse it.
+      SH_RETURN_IF_ERROR(SyncPath(rec.device()));
+    }
     Unreserve(rec);
     rec.clear_reservation_file();
     rec.set_unreserved(false);

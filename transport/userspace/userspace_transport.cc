@@ -394,7 +394,14 @@ absl::StatusOr<SessionStatus> UserspaceTransport::Replace(Record& session, const
                                                           const SessionConfig& config,
                                                           const std::string& description) {
   Record next = session;
-  next.set_generation(session.generation() + 1);
+  uint32_t generation = session.generation() + 1;
+  // A record saved before its successor's was (the agent died in between) is behind the unit
+  // that serves now: never start a unit of that name again.
+  while (worker.status && !worker.status->unit().empty() &&
+         SessionUnitName(session.runtime_dir(), generation) == worker.status->unit()) {
+    ++generation;
+  }
+  next.set_generation(generation);
   next.clear_unit();
   next.clear_keeper_pid();
   next.clear_keeper_start_time();
@@ -462,6 +469,11 @@ absl::StatusOr<WriterChange> UserspaceTransport::SetWriter(const SessionRecord& 
             : " is of a build that cannot hand its volume over",
         ", so it cannot change the volume's writer: a multi-node single-writer volume is "
         "written only through a session that can (unstage it and stage it again)"));
+  }
+  if (!claim && !session.loop_device().empty()) {
+    // What the writer left in the device's page cache lands while this node still holds the
+    // LUN: after the release the target would refuse it.
+    SH_RETURN_IF_ERROR(SyncPath(session.loop_device()));
   }
   SessionConfig config;
   config.set_take_over(true);
