@@ -598,6 +598,7 @@ TEST_F(OneWriterTest, AMultiNodeSingleWriterVolumeHasItsWriterChosenAtPublish) {
   // before it gives the LUN up. (Through a node of its own: an open file under the publish
   // would keep its bind mount busy.)
   struct stat device {};
+
   ASSERT_EQ(stat(a_rw.c_str(), &device), 0);
   const std::string own_node = root_ + "/a-dev";
   ASSERT_EQ(mknod(own_node.c_str(), S_IFBLK | 0600, device.st_rdev), 0) << strerror(errno);
