@@ -330,11 +330,6 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
   StagedVolume& rec = *existing;
   const bool readonly = req.readonly() || cap.read_only_mode;
   SH_RETURN_IF_ERROR(CheckPublishable(req, rec, cap, readonly));
-  if (IsSingleWriterAcrossNodes(rec) && !readonly) {
-    // Its stage read only: the first read-write publish makes this node the writer, before
-    // the consumer gets the device.
-    SH_RETURN_IF_ERROR(stager_.SetWriter(rec, /*write=*/true));
-  }
   auto mounted = deps_.mounter.Find(req.target_path());
   SH_RETURN_IF_ERROR(mounted.status());
   const bool recorded = rec.FindPublication(req.target_path()) != nullptr;
@@ -349,6 +344,19 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& req) 
     rec.publications.push_back(Publication{
         .target_path = req.target_path(), .readonly = readonly, .mount_flags = cap.mount_flags});
     SH_RETURN_IF_ERROR(WithContext(store_.Save(rec), "persist volume record"));
+  }
+  if (IsSingleWriterAcrossNodes(rec) && !readonly) {
+    // Its stage read only: the first read-write publish makes this node the writer, before
+    // the consumer gets the device, and after the publish is recorded (an unpublish of it, or a
+    // retry after a crash, finds what to give up).
+    if (absl::Status claimed = stager_.SetWriter(rec, /*write=*/true); !claimed.ok()) {
+      if (!recorded) {
+        std::erase_if(rec.publications,
+                      [&](const Publication& p) { return p.target_path == req.target_path(); });
+        (void)store_.Save(rec);  // Left recorded, its unpublish has nothing to undo.
+      }
+      return claimed;
+    }
   }
   std::string source = rec.staging_path;
   if (cap.block) {

@@ -159,6 +159,7 @@ class Session {
     if (config_.reservation_key() != 0 && status_.state() != SessionStatus::FENCED) {
       ReleaseAtStop(config_);
     }
+    ReleasePending(/*serving_pid=*/0);
   }
 
   // Signals: SIGUSR1 (capacity refresh) always, SIGTERM/SIGINT (clean stop) from the caller's
@@ -398,6 +399,7 @@ class Session {
     status_.set_block_size(handover.block_size());
     SH_ASSIGN_OR_RETURN(server_, FuseLunServer::Adopt(std::move(options), std::move(fuse)));
     status_.set_lun_file(server_->LunPath());
+    ReleasePending(/*serving_pid=*/0);
     OfferHandover();
     Ready();
     return absl::OkStatus();
@@ -407,10 +409,14 @@ class Session {
   // serves under: the one of its `asked` config for a claim, none for a release.
   void ApplyWriterChange(const SessionConfig& asked) {
     if (asked.writer_change() == SessionConfig::WRITER_RELEASE) {
+      if (config_.reservation_key() != 0) {
+        config_.set_release_key(config_.reservation_key());
+      }
       config_.set_reservation_key(0);
       config_.set_reservation_unsupported(false);
     } else if (asked.writer_change() == SessionConfig::WRITER_CLAIM &&
                config_.reservation_key() == 0) {
+      config_.set_release_key(0);  // The claim below takes the node's registrations over.
       config_.set_reservation_key(asked.reservation_key());
       config_.set_reservation_renew_seconds(asked.reservation_renew_seconds());
       config_.set_takeover_key(asked.takeover_key());
@@ -437,23 +443,31 @@ class Session {
     return absl::OkStatus();
   }
 
-  // SessionConfig::WRITER_RELEASE: once the process that held the LUN under `held` has ended
-  // (its last renewal cannot follow the release), gives up the node's reservation from a login
-  // of its own. What fails is logged: other nodes then wait for the takeover time.
-  void ReleaseHeld(uint64_t held, int serving_pid) {
-    if (serving_pid > 0 && !WaitForExit(serving_pid, kDrainBound + std::chrono::seconds(5))) {
+  // SessionConfig::WRITER_RELEASE: once the process that held the LUN has ended (its last
+  // renewal cannot follow the release), gives up the node's reservation (config_.release_key)
+  // from a login of its own. What fails is logged and tried again at the next start and at the
+  // stop; meanwhile nothing renews that key, and other nodes take it over after the takeover
+  // time.
+  void ReleasePending(int serving_pid) {
+    if (config_.reservation_key() != 0 || config_.release_key() == 0) {
+      return;
+    }
+    if (serving_pid > 0 && !WaitForExit(serving_pid, std::chrono::seconds(5))) {
       std::fprintf(stderr,
                    "stagehand-session: volume %s: the process that held the LUN's reservation "
                    "(%d) has not ended; it is released anyway\n",
                    config_.volume_id().c_str(), serving_pid);
     }
-    if (absl::Status released = ReleaseForVolume(config_, held); !released.ok()) {
+    if (absl::Status released = ReleaseForVolume(config_, config_.release_key()); !released.ok()) {
       std::fprintf(stderr,
-                   "stagehand-session: volume %s: cannot give up the LUN's reservation: %s; "
-                   "another node can write to it only once this node's key is taken over or "
+                   "stagehand-session: volume %s: cannot give up the LUN's reservation yet: %s; "
+                   "tried again at the next start and at the stop; another node can write to "
+                   "it once this node's key has stood still for the takeover time, or is "
                    "released (stagehandctl iscsi reservation)\n",
                    config_.volume_id().c_str(), std::string(released.message()).c_str());
+      return;
     }
+    config_.set_release_key(0);
   }
 
   absl::Status Upgrade() {
@@ -527,9 +541,7 @@ class Session {
     KeepForSuccessor();
     client.Stored();
     std::move(release).Cancel();
-    if (held != 0 && config_.reservation_key() == 0) {
-      ReleaseHeld(held, static_cast<int>(serving.pid()));
-    }
+    ReleasePending(static_cast<int>(serving.pid()));
     iscsi::ToProto(identity_, status_.mutable_identity());
     status_.set_capacity_bytes(capacity_.Bytes());
     status_.set_block_size(capacity_.block_size);

@@ -109,6 +109,21 @@ TEST_F(SingleWriterTest, AnUnpublishWhoseReleaseFailsIsRetriedAndGivesUpThen) {
   EXPECT_EQ(transport_.WriterKey("/dev/fake1"), 0u);
 }
 
+// The claim is made with the publish on record: a bind that fails after it leaves a publish
+// whose unpublish gives the LUN up again.
+TEST_F(SingleWriterTest, APublishThatFailsAfterItsClaimIsUndoneByItsUnpublish) {
+  const auto mode = Mode::MULTI_NODE_SINGLE_WRITER;
+  ASSERT_TRUE(Stage(BlockStage("v1", mode)).ok());
+  mounter_.FailNext(absl::InternalError("mount(2) failed"));
+
+  EXPECT_FALSE(Publish(BlockPublish("v1", "rw", /*readonly=*/false, mode)).ok());
+  EXPECT_EQ(transport_.WriterKey("/dev/fake1"), node_key_);
+
+  EXPECT_TRUE(UnpublishAt("v1", "rw").ok());
+  EXPECT_EQ(transport_.WriterKey("/dev/fake1"), 0u);
+  EXPECT_TRUE(Unstage("v1").ok());
+}
+
 TEST_F(SingleWriterTest, OtherModesNeverChangeTheWriterAtPublish) {
   for (const auto mode :
        {Mode::MULTI_NODE_MULTI_WRITER, Mode::SINGLE_NODE_WRITER, Mode::MULTI_NODE_READER_ONLY}) {

@@ -669,7 +669,11 @@ TEST_F(OneWriterTest, AMultiNodeSingleWriterKeepsItsWriterThroughAKillAndLosesIt
   ASSERT_TRUE(WaitForStatus([&](const state::v1::SessionStatus& s) {
     return s.pid() != writer->pid() && s.state() == state::v1::SessionStatus::UP;
   }));
-  EXPECT_TRUE(HeldBy(ReservationsNow(), key_a_)) << "the successor inherits the claim";
+  const iscsi::Reservations after_kill = ReservationsNow();
+  EXPECT_TRUE(HeldBy(after_kill, key_a_)) << "the successor inherits the claim";
+  EXPECT_EQ(KeysOf(after_kill, key_a_), 1u) << "taken back from the nexus that died";
+  EXPECT_NE(*after_kill.holder, writer->reservation_key());
+  EXPECT_NE(SessionNow()->reservation_key(), 0u);
   EXPECT_EQ(testbed::WriteBlockDirect(a_rw, 2 << 20, 'a'), 0);
   EXPECT_EQ(publish_on_b().error_code(), grpc::StatusCode::UNAVAILABLE);
 

@@ -105,14 +105,32 @@ absl::StatusOr<WriterChange> KernelTransport::SetWriter(const state::v1::Session
   WriterChange change;
   change.session = session;
   state::v1::KernelSessionRecord& rec = *change.session.mutable_kernel();
+  if (rec.reservation_file().empty() && !request.runtime_dir.empty() &&
+      renewer_->Get(ReservationFile(request.runtime_dir))) {
+    // Held since a claim whose record was not saved (the agent died in between).
+    rec.set_reservation_file(ReservationFile(request.runtime_dir));
+  }
   const bool holds = !rec.reservation_file().empty() || rec.unreserved();
   if ((request.reservation_key != 0) == holds) {
     return change;  // Already so.
   }
+  std::vector<std::string> disks;
+  for (const state::v1::KernelPath& path : rec.paths()) {
+    const iscsi::Portal portal = iscsi::FromProto(path.portal());
+    auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
+    auto d = s ? sysfs_.SessionDisk(*s, path.lun()) : std::nullopt;
+    if (!s || s->state != "LOGGED_IN" || !d || d->disk.empty()) {
+      disks.clear();
+      break;
+    }
+    disks.push_back(d->disk);
+  }
   if (request.reservation_key == 0) {
-    if (!rec.device().empty()) {
+    if (!disks.empty() && !rec.device().empty()) {
       // What the writer left in the device's page cache lands while this node still holds the
-      // LUN: after the release the target would refuse it.
+      // LUN: after the release the target would refuse it. (Not while a path is down: a map
+      // that queues I/O without a path would hold the flush, and the release cannot be made
+      // then either.)
       SH_RETURN_IF_ERROR(SyncPath(rec.device()));
     }
     Unreserve(rec);
@@ -121,20 +139,10 @@ absl::StatusOr<WriterChange> KernelTransport::SetWriter(const state::v1::Session
     Log(kComponent).info("volume '{}': the LUN's reservation is given up", request.volume_id);
     return change;
   }
-  std::vector<std::string> disks;
-  for (const state::v1::KernelPath& path : rec.paths()) {
-    const iscsi::Portal portal = iscsi::FromProto(path.portal());
-    auto s = sysfs_.FindSession(path.iqn(), portal.host, portal.port);
-    auto d = s ? sysfs_.SessionDisk(*s, path.lun()) : std::nullopt;
-    if (!s || s->state != "LOGGED_IN" || !d || d->disk.empty()) {
-      return absl::UnavailableError(
-          absl::StrCat("the path to ", path.iqn(), " at ", portal.ToString(),
-                       " is down; this node becomes the volume's writer once every path is back"));
-    }
-    disks.push_back(d->disk);
-  }
   if (disks.empty()) {
-    return absl::UnavailableError("no path of the volume's LUN is logged in");
+    return absl::UnavailableError(
+        "a path of the volume's LUN is down; this node becomes the volume's writer once every "
+        "path is back (each must be registered before a write)");
   }
   Attachment a;
   a.session = change.session;
